@@ -1,0 +1,86 @@
+"""What every exercise check does: call the learner's code, compare, and say precisely what is off.
+
+A check prints one verdict and returns ``True``/``False``:
+
+* ``✅`` the answer matches;
+* ``⏳`` the exercise still raises ``NotImplementedError`` (the state every exercise starts in);
+* ``❌`` it does not match: the shape, the first positions that differ with both values, the
+  largest error, and a hint.
+
+Checks print instead of raising so that an unfinished notebook still runs top to bottom; errors
+the learner's code raises itself (an ``IndexError``, say) are left alone, since their traceback is
+the most useful thing to see.
+"""
+
+import numpy as np
+
+NOT_DONE = object()
+"""Returned by :func:`attempt` when the exercise is not written yet."""
+
+
+def attempt(name, fn, *args, **kwargs):
+    """Call the learner's ``fn``; on ``NotImplementedError`` print a friendly line instead."""
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError:
+        print(
+            f"⏳ {name} is not implemented yet: replace the `raise NotImplementedError` "
+            "in the cell above with your code, run that cell, then run this check again."
+        )
+        return NOT_DONE
+
+
+def _to_numpy(value):
+    """NumPy view of an array-like (torch tensors included, on any device)."""
+    if hasattr(value, "detach"):
+        value = value.detach().cpu()
+        if str(value.dtype) == "torch.bfloat16":
+            value = value.float()
+        return value.numpy()
+    return np.asarray(value)
+
+
+def _format_index(index):
+    return "[" + ", ".join(str(int(i)) for i in index) + "]"
+
+
+def compare(name, got, expected, *, atol=1e-10, rtol=1e-8, hint=None, max_listed=5):
+    """Compare ``got`` with ``expected`` elementwise and print a verdict; return whether it passed.
+
+    Equal infinities count as equal; a NaN in ``got`` never does.
+    """
+    if got is None:
+        print(f"❌ {name}: got None. Did the function forget to `return` its result?")
+        return False
+    got = _to_numpy(got)
+    expected = _to_numpy(expected)
+    if got.shape != expected.shape:
+        print(f"❌ {name}: shape {got.shape}, expected {expected.shape}.")
+        if hint:
+            print(f"   Hint: {hint}")
+        return False
+    with np.errstate(invalid="ignore", over="ignore"):
+        close = np.isclose(got.astype(np.float64), expected.astype(np.float64),
+                           atol=atol, rtol=rtol)
+        close &= ~(np.isnan(got) & ~np.isnan(expected))
+        if close.all():
+            print(f"✅ {name} matches ({got.size} values, shape {got.shape}).")
+            return True
+        wrong = np.argwhere(~close)
+        diff = np.abs(got.astype(np.float64) - expected.astype(np.float64))
+    print(f"❌ {name}: {len(wrong)} of {got.size} values differ (shape {got.shape}).")
+    for index in wrong[:max_listed]:
+        i = tuple(index)
+        print(f"   at {_format_index(i)}: got {got[i].item()!r}, expected {expected[i].item()!r}")
+    if len(wrong) > max_listed:
+        print(f"   ... and {len(wrong) - max_listed} more.")
+    finite = np.where(np.isfinite(diff), diff, -1.0)
+    if np.isnan(got).any():
+        print(f"   {int(np.isnan(got).sum())} values are NaN.")
+    if finite.max() >= 0:
+        worst = np.unravel_index(np.argmax(finite), finite.shape)
+        print(f"   Largest finite error {finite[worst]:.3g} at {_format_index(worst)} "
+              f"(allowed: {atol:g} + {rtol:g}·|expected|).")
+    if hint:
+        print(f"   Hint: {hint}")
+    return False
