@@ -27,7 +27,7 @@ test: $(BIN)/.installed
 
 # For authors: after editing solutions/, re-execute them, then regenerate the exercises.
 solutions: $(BIN)/.installed
-	$(BIN)/jupyter nbconvert --to notebook --execute --inplace solutions/*.ipynb
+	$(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.record_timing=False solutions/*.ipynb
 
 notebooks: $(BIN)/.installed
 	$(BIN)/python -m mamba2_tile.exercises

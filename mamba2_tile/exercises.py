@@ -3,7 +3,8 @@
 ``solutions/`` is the single source of truth. In its code cells, each solution sits between a
 ``### BEGIN SOLUTION`` and a ``### END SOLUTION`` line; here that block becomes one
 ``raise NotImplementedError(...)`` at the same indentation, and every output is cleared, so the
-learner starts from a clean notebook whose checks say "not implemented yet".
+learner starts from a clean notebook whose checks say "not implemented yet" (execution
+timestamps go too, so re-running a solution without changing it changes nothing here).
 
     python -m mamba2_tile.exercises           # regenerate notebooks/
     python -m mamba2_tile.exercises --check   # exit 1 if notebooks/ is stale
@@ -53,6 +54,7 @@ def exercise_notebook(solution):
         if cell["cell_type"] != "code":
             continue
         cell["source"] = strip_solutions(cell["source"], where=f"cell {index}")
+        cell["metadata"].pop("execution", None)
         cell["outputs"] = []
         cell["execution_count"] = None
     return notebook
