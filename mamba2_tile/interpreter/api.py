@@ -1,0 +1,186 @@
+"""The interpreter's `cuda.tile`: every public name of cuTile, implemented or refused.
+
+Kernels run by the interpreter see this module wherever their source says `ct` (see
+rebind.py). Without cuda-tile installed, `mamba2_tile.tile.ct` *is* this module, so
+`@ct.kernel`, `ct.Constant[int]`, `ct.float32`, ... work when a kernel is defined; only
+`ct.launch` needs the real package and a GPU.
+
+Public names we do not interpret still exist, as placeholders that raise
+NotImplementedError("ct.<name> is not supported ...") when used. `SUPPORTED` lists the
+implemented ones.
+"""
+import enum
+import functools
+import typing
+
+from . import errors, grid, printing
+from .dtypes import (DType, bfloat16,  # noqa: F401  (re-exported as ct.<dtype>)
+                     bool_, float4_e2m1fn, float8_e4m3fn, float8_e5m2,
+                     float8_e5m3fnu, float8_e8m0fnu, float16, float32, float64, int8, int16,
+                     int32, int64, tfloat32, uint8, uint16, uint32, uint64)
+from .errors import (TileStaticAssertionError, TileTypeError,  # noqa: F401
+                     TileUnsupportedFeatureError, TileValueError, unsupported)
+from .memory import Array, gather, load, num_tiles, scatter, store  # noqa: F401
+from .ops import *  # noqa: F401,F403  (the tile operations, named as in cuda.tile)
+from .ops import RoundingMode  # noqa: F401
+from .tile import Tile, as_tile  # noqa: F401
+
+bid = grid.bid
+num_blocks = grid.num_blocks
+print = printing.tile_print
+
+
+def printf(format, *args):
+    """ct.printf: C format string, one conversion per tile (numbers become 0-d tiles)."""
+    printing.printf(format, *(as_tile(a) for a in args))
+
+
+# Every public name of cuda.tile 1.7 (its __all__), so code written for cuTile resolves.
+PUBLIC_NAMES = (
+    "launch", "ByTarget", "MemoryOrder", "MemoryScope", "PaddingMode", "RoundingMode",
+    "DType", "bfloat16", "bool_", "float4_e2m1fn", "float8_e4m3fn", "float8_e5m2",
+    "float8_e8m0fnu", "float8_e5m3fnu", "float16", "float32", "float64",
+    "foreign_pointer_dtype", "int8", "int16", "int32", "int64", "tfloat32", "uint8", "uint16",
+    "uint32", "uint64", "TileCompilerExecutionError", "TileCompilerTimeoutError", "TileError",
+    "TileInternalError", "TileRecursionError", "TileStaticAssertionError",
+    "TileStaticEvalError", "TileSyntaxError", "TileTypeError", "TileUnsupportedFeatureError",
+    "TileValueError", "StaticException", "Array", "ArrayAnnotation", "Constant",
+    "ConstantAnnotation", "IndexedWithInt64", "ListAnnotation", "Scalar", "ScalarInt64",
+    "Slice", "Tile", "TiledView", "abs", "add", "arange", "argmax", "argmin", "assert_",
+    "assume_divisible_by", "astile", "astype", "atan2", "atomic_add", "atomic_and",
+    "atomic_cas", "atomic_max", "atomic_min", "atomic_or", "atomic_xchg", "atomic_xor",
+    "bitwise_and", "bitwise_lshift", "bitwise_not", "bitwise_or", "bitwise_rshift",
+    "bitwise_xor", "bid", "bitcast", "broadcast_to", "cat", "cdiv", "ceil", "cos", "cosh",
+    "cumprod", "cumsum", "divmod", "ensure_constant", "equal", "exp", "exp2", "expand_dims",
+    "extract", "floor", "floordiv", "full", "gather", "greater", "greater_equal", "insert",
+    "less", "less_equal", "load", "load_advanced_indexing", "log", "log2", "matmul", "max",
+    "maximum", "min", "minimum", "mma", "mma_scaled", "mod", "mul", "negative", "isnan",
+    "not_equal", "num_blocks", "num_tiles", "ones", "pack_to_bytes", "permute", "pow",
+    "printf", "print", "prod", "reduce", "reshape", "rsqrt", "scan", "scatter", "sin", "sinh",
+    "sqrt", "static_assert", "static_eval", "static_exception", "static_iter", "store",
+    "store_advanced_indexing", "sub", "sum", "tan", "tanh", "transpose", "truediv",
+    "unpack_from_bytes", "where", "zeros", "grid_dependency_control_wait",
+    "grid_dependency_control_launch_dependents", "compiler_timeout", "tune", "function",
+    "kernel", "compilation",
+)
+
+
+class PaddingMode(enum.Enum):
+    """What `ct.load` puts where a tile sticks out of the array (see memory.py)."""
+    UNDETERMINED = "undetermined"
+    ZERO = "zero"
+    NEG_ZERO = "neg_zero"
+    NAN = "nan"
+    POS_INF = "pos_inf"
+    NEG_INF = "neg_inf"
+
+
+class MemoryOrder(enum.Enum):
+    """Accepted and ignored: blocks run one at a time, so every order is respected."""
+    WEAK = "weak"
+    RELAXED = "relaxed"
+    ACQUIRE = "acquire"
+    RELEASE = "release"
+    ACQ_REL = "acq_rel"
+
+
+class MemoryScope(enum.Enum):
+    NONE = "none"
+    BLOCK = "block"
+    DEVICE = "device"
+    SYS = "sys"
+
+
+class ConstantAnnotation:
+    """Marks a kernel parameter as a compile-time constant, as in cuTile."""
+
+    def __repr__(self):
+        return "ConstantAnnotation()"
+
+
+_T = typing.TypeVar("_T")
+Constant = typing.Annotated[_T, ConstantAnnotation()]
+
+
+class ByTarget:
+    """Per-architecture compiler options; the interpreter has no architecture to pick."""
+
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+
+# cuTile's other exception classes, so `except ct.TileSyntaxError:` works everywhere.
+TileError = errors.TileInterpreterError
+TileSyntaxError = type("TileSyntaxError", (TileError,), {})
+TileRecursionError = type("TileRecursionError", (TileError,), {})
+TileInternalError = type("TileInternalError", (TileError,), {})
+TileStaticEvalError = type("TileStaticEvalError", (TileError,), {})
+StaticException = type("StaticException", (TileStaticEvalError,), {})
+TileCompilerExecutionError = type("TileCompilerExecutionError", (TileInternalError,), {})
+TileCompilerTimeoutError = type("TileCompilerTimeoutError", (TileInternalError,), {})
+
+
+class kernel:
+    """`@ct.kernel` without cuda-tile: keeps the function where cuTile does (`_pyfunc`)."""
+
+    def __init__(self, function=None, /, *, num_ctas=None, occupancy=None, opt_level=3,
+                 num_worker_warps=None):
+        self._options = dict(num_ctas=num_ctas, occupancy=occupancy, opt_level=opt_level,
+                             num_worker_warps=num_worker_warps)
+        self._pyfunc = function
+        functools.update_wrapper(self, function)
+
+    def __new__(cls, function=None, /, **options):
+        if function is None:    # @ct.kernel(occupancy=2) returns the decorator
+            return lambda func: cls(func, **options)
+        return super().__new__(cls)
+
+    def replace_hints(self, **hints):
+        return kernel(self._pyfunc, **{**self._options, **hints})
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError("Tile kernels cannot be called directly. Use ct.launch() instead "
+                        "(or mamba2_tile.interpreter.launch on the CPU).")
+
+
+def function(func=None, /, *, host=False, tile=True):
+    """`@ct.function`: tile functions are plain Python functions to the interpreter."""
+    if func is None:
+        return lambda f: f
+    return func
+
+
+def launch(stream, grid, kernel, args):
+    raise RuntimeError("ct.launch needs the cuda-tile package and an NVIDIA GPU, and "
+                       "cuda-tile could not be imported here. Run the kernel on the CPU with "
+                       "mamba2_tile.interpreter.launch(grid, kernel, args).")
+
+
+class _Unsupported:
+    """A cuda.tile name the interpreter does not implement: it raises when used."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def __call__(self, *args, **kwargs):
+        raise unsupported(self._name)
+
+    def __getattr__(self, attribute):
+        if attribute.startswith("_"):
+            raise AttributeError(attribute)
+        raise unsupported(f"{self._name}.{attribute}")
+
+    def __getitem__(self, item):     # usable in annotations such as ct.Scalar[int]
+        return self
+
+    def __repr__(self):
+        return f"<unsupported ct.{self._name}>"
+
+
+SUPPORTED = frozenset(name for name in PUBLIC_NAMES if name in globals())
+for _name in PUBLIC_NAMES:
+    if _name not in globals():
+        globals()[_name] = _Unsupported(_name)
+del _name
+
+__all__ = list(PUBLIC_NAMES)

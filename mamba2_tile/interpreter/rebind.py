@@ -1,0 +1,110 @@
+"""Run a kernel's own Python function with `ct` meaning the interpreter.
+
+The kernel source is never copied or edited. We take the function object cuTile keeps
+(`kernel._pyfunc`) and build a twin that shares its code object but looks its globals up
+in a copy of its module's namespace where every reference to cuTile is swapped for the
+interpreter's version (api.py):
+
+* the module `cuda.tile` (however it was imported: `ct`, `mamba2_tile.tile.ct`, `cuda`),
+* names imported from it (`from cuda.tile import load`, `ct.float32` stored in a global),
+* helper functions the kernel calls, `@ct.function` or plain, rebound the same way, so
+  their own `ct` references are swapped too (recursively).
+
+Only globals the code actually names (its `co_names`, nested code included) are looked
+at, and a function that names nothing cuTile-related is used as is. Twins are cached per
+function, so each kernel is rebound once. Note the globals are a snapshot: redefine the
+kernel (re-run its cell) after redefining a helper it calls.
+"""
+import types
+import weakref
+
+from . import api
+
+try:
+    import cuda.tile as _real_tile
+except ImportError:     # no cuda-tile here: kernels already see api through mamba2_tile.tile
+    _real_tile = None
+
+# Code objects of every function run as tile code, so errors can point at kernel lines.
+TILE_CODE = set()
+
+_cache = weakref.WeakKeyDictionary()
+_swaps = None
+
+
+def _swap_table():
+    """id(real cuda.tile object) -> interpreter object, built on first use."""
+    global _swaps
+    if _swaps is None:
+        _swaps = {id(api): api}
+        if _real_tile is not None:
+            _swaps[id(_real_tile)] = api
+            for name in api.PUBLIC_NAMES:
+                if hasattr(_real_tile, name):
+                    _swaps[id(getattr(_real_tile, name))] = getattr(api, name)
+    return _swaps
+
+
+def translate(value):
+    """The object a kernel should see in place of `value`."""
+    swapped = _swap_table().get(id(value))
+    if swapped is not None:
+        return swapped
+    if isinstance(value, types.ModuleType) and value.__name__ == "cuda" and _real_tile:
+        return types.SimpleNamespace(tile=api)     # `import cuda.tile` binds `cuda`
+    if isinstance(value, types.FunctionType):
+        # cuTile's @ct.function wraps the function; run the wrapped one.
+        if getattr(value, "_cutile_function_wrapper", False):
+            value = value.__wrapped__
+        return rebind(value)
+    return value
+
+
+def _names(code):
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+            TILE_CODE.add(const)
+    return names
+
+
+def rebind(func):
+    """`func` with its cuTile references swapped for the interpreter's (cached)."""
+    if func in _cache:
+        return _cache[func]
+    _cache[func] = func          # cuTile forbids recursion; this just stops a cycle here
+    TILE_CODE.add(func.__code__)
+    namespace = func.__globals__
+    swaps = {}
+    for name in _names(func.__code__):
+        if name in namespace:
+            new = translate(namespace[name])
+            if new is not namespace[name]:
+                swaps[name] = new
+    closure = func.__closure__
+    if closure:
+        closure = tuple(_translate_cell(cell) for cell in closure)
+    defaults = func.__defaults__ and tuple(translate(d) for d in func.__defaults__)
+    if not swaps and _same(closure, func.__closure__) and _same(defaults, func.__defaults__):
+        return func
+    twin = types.FunctionType(func.__code__, {**namespace, **swaps}, func.__name__,
+                              defaults, closure)
+    twin.__kwdefaults__ = func.__kwdefaults__
+    twin.__qualname__ = func.__qualname__
+    twin.__dict__.update(func.__dict__)
+    _cache[func] = twin
+    return twin
+
+
+def _same(items, originals):
+    return items is originals or all(a is b for a, b in zip(items, originals))
+
+
+def _translate_cell(cell):
+    try:
+        contents = cell.cell_contents
+    except ValueError:          # an empty cell (a name not yet assigned) stays shared
+        return cell
+    new = translate(contents)
+    return cell if new is contents else types.CellType(new)
