@@ -10,9 +10,17 @@ A check prints one verdict and returns ``True``/``False``:
 Checks print instead of raising so that an unfinished notebook still runs top to bottom; errors
 the learner's code raises itself (an ``IndexError``, say) are left alone, since their traceback is
 the most useful thing to see.
+
+Kernel exercises go through :func:`launch_exercise`, which reports an unwritten kernel as
+``NotImplementedError`` on every backend: the interpreter would run the stub and raise it, but
+real cuTile refuses to compile a ``raise`` at all.
 """
 
+import inspect
+
 import numpy as np
+
+from mamba2_tile.dispatch import kernel_function, launch
 
 NOT_DONE = object()
 """Returned by :func:`attempt` when the exercise is not written yet."""
@@ -28,6 +36,30 @@ def attempt(name, fn, *args, **kwargs):
             "in the cell above with your code, run that cell, then run this check again."
         )
         return NOT_DONE
+
+
+def kernel_is_stub(kernel):
+    """Does ``kernel`` still hold the exercise stub (``raise NotImplementedError``)?"""
+    try:
+        return "raise NotImplementedError" in inspect.getsource(kernel_function(kernel))
+    except (OSError, TypeError):
+        return False
+
+
+def launch_exercise(grid, kernel, args):
+    """Launch the learner's kernel through the course's dispatch point.
+
+    An unwritten kernel raises ``NotImplementedError`` (for :func:`attempt`) before anything is
+    compiled; a ``NotImplementedError`` from a written kernel means the CPU interpreter lacks an
+    operation it uses, which must not pass for "not written yet", so it becomes a RuntimeError.
+    """
+    if kernel_is_stub(kernel):
+        raise NotImplementedError("the kernel is still the exercise stub")
+    try:
+        launch(grid, kernel, args)
+    except NotImplementedError as err:
+        raise RuntimeError(f"the kernel uses something the CPU tile interpreter does not "
+                           f"support: {err}") from err
 
 
 def _to_numpy(value):
@@ -74,7 +106,7 @@ def compare(name, got, expected, *, atol=1e-10, rtol=1e-8, hint=None, max_listed
         print(f"   at {_format_index(i)}: got {got[i].item()!r}, expected {expected[i].item()!r}")
     if len(wrong) > max_listed:
         print(f"   ... and {len(wrong) - max_listed} more.")
-    finite = np.where(np.isfinite(diff), diff, -1.0)
+    finite = np.where(np.isfinite(diff) & ~close, diff, -1.0)
     if np.isnan(got).any():
         print(f"   {int(np.isnan(got).sum())} values are NaN.")
     if finite.max() >= 0:

@@ -1,0 +1,144 @@
+"""The one place the course decides where a cuTile kernel runs.
+
+    launch(grid, kernel, args)
+
+* CUDA torch tensors and a working cuTile: the real compiler and the GPU
+  (`ct.launch` on the current torch stream).
+* anything else (NumPy arrays, CPU tensors, no GPU): the CPU tile interpreter,
+  which runs the same unmodified kernel block by block on NumPy tiles.
+* `MAMBA2_TILE_INTERPRET=1` forces the interpreter even on a GPU, so a kernel can be
+  debugged with `print` and a debugger. CUDA tensors are then copied to the CPU,
+  interpreted, and every argument tensor is copied back in place. (Tensors that are
+  views of one buffer become separate copies in that mode, so aliasing is lost.)
+
+Notebooks pick where to create their tensors with `default_device()` and say what
+ran with `describe_backend()` (before) or `last_backend()` (after a launch).
+"""
+
+import inspect
+import os
+
+FORCE_ENV = "MAMBA2_TILE_INTERPRET"
+CUTILE = "cutile"
+INTERPRETER = "interpreter"
+
+_last_backend = None
+
+
+def interpret_forced() -> bool:
+    return os.environ.get(FORCE_ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def gpu_available() -> bool:
+    """True when real cuTile can run kernels here: the package imports and torch sees a GPU."""
+    try:
+        import cuda.tile  # noqa: F401
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def default_device() -> str:
+    """Where the notebooks create their tensors: "cuda" when kernels will run on the GPU, else "cpu"."""
+    return "cuda" if gpu_available() and not interpret_forced() else "cpu"
+
+
+def describe_backend() -> str:
+    """One line saying where kernels launched on `default_device()` tensors will run."""
+    if interpret_forced():
+        return f"CPU tile interpreter (forced by {FORCE_ENV}=1)"
+    if not gpu_available():
+        return "CPU tile interpreter (no GPU found)"
+    import torch
+    import cuda.tile as ct
+
+    major, minor = torch.cuda.get_device_capability()
+    return f"cuTile {ct.__version__} on {torch.cuda.get_device_name()} (sm_{major}{minor})"
+
+
+def last_backend():
+    """`"cutile"` or `"interpreter"`: where the most recent `launch` ran (None before any)."""
+    return _last_backend
+
+
+def launch(grid, kernel, args) -> None:
+    """Run `kernel` over `grid` with `args`, on the GPU or the CPU interpreter (see module doc)."""
+    global _last_backend
+    args = tuple(args)
+    on_cuda = _argument_device(kernel, args) == "cuda"
+
+    if on_cuda and not interpret_forced() and gpu_available():
+        import cuda.tile as ct
+        import torch
+
+        ct.launch(torch.cuda.current_stream(), grid, kernel, args)
+        _last_backend = CUTILE
+        return
+
+    from mamba2_tile.interpreter import launch as interpret
+
+    if on_cuda:
+        cpu_args = _map_tensors(args, lambda t: t.detach().cpu())
+        interpret(grid, kernel, cpu_args)
+        _copy_back(args, cpu_args)
+    else:
+        interpret(grid, kernel, args)
+    _last_backend = INTERPRETER
+
+
+def _argument_device(kernel, args):
+    """Return "cuda", "cpu" or None (no arrays); refuse a mix, naming the odd argument out."""
+    names = _parameter_names(kernel, len(args))
+    seen = {}
+    for name, value in zip(names, args):
+        for device in _devices(value):
+            seen.setdefault(device, name)
+    if len(seen) > 1:
+        raise ValueError(f"kernel arguments mix devices: '{seen['cuda']}' is on the GPU but "
+                         f"'{seen['cpu']}' is on the CPU; move them to the same device")
+    return next(iter(seen), None)
+
+
+def _devices(value):
+    if isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _devices(item)
+    elif hasattr(value, "is_cuda"):  # a torch tensor
+        yield "cuda" if value.is_cuda else "cpu"
+    elif hasattr(value, "__cuda_array_interface__"):  # CuPy, Numba, ...
+        yield "cuda"
+    elif hasattr(value, "__array_interface__"):  # NumPy
+        yield "cpu"
+
+
+def kernel_function(kernel):
+    """The plain Python function behind a `@ct.kernel` (real cuTile's or the interpreter's)."""
+    return getattr(kernel, "_pyfunc", None) or kernel
+
+
+def _parameter_names(kernel, count):
+    try:
+        names = list(inspect.signature(kernel_function(kernel)).parameters)
+    except (TypeError, ValueError):
+        names = []
+    return names + [f"argument {i}" for i in range(len(names), count)]
+
+
+def _map_tensors(value, fn):
+    if isinstance(value, (tuple, list)):
+        return type(value)(_map_tensors(item, fn) for item in value)
+    if hasattr(value, "is_cuda"):
+        return fn(value)
+    if hasattr(value, "__cuda_array_interface__"):
+        raise TypeError(f"{FORCE_ENV}=1 can copy torch tensors to the CPU, "
+                        f"not {type(value).__name__}")
+    return value
+
+
+def _copy_back(originals, copies):
+    if isinstance(originals, (tuple, list)):
+        for original, copy in zip(originals, copies):
+            _copy_back(original, copy)
+    elif hasattr(originals, "is_cuda"):
+        originals.copy_(copies)
