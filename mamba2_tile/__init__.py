@@ -1,13 +1,35 @@
 """mamba2_tile: Mamba-2's SSD forward pass, from the math to NVIDIA cuTile kernels.
 
+    from mamba2_tile import mamba_chunk_scan_combined   # drop-in for mamba_ssm's forward
+
 The map of the package (one idea per module):
 
-* ``reference``   float64 NumPy references: recurrence, quadratic form, chunked stages
-* ``shapes``      argument checks shared by the references and the public API
-* ``checks``      learner checks for the notebooks' exercises
-* ``plots``       the notebooks' pictures; ``widgets`` the interactive explorers
-* ``exercises``   makes ``notebooks/`` from ``solutions/``
-* ``golden``      writes the golden vectors in ``data/golden/``
+* ``reference``        float64 NumPy references: recurrence, quadratic form, chunked stages
+* ``shapes``           argument checks shared by the references and the public API
+* ``api``              ``mamba_chunk_scan_combined`` on torch tensors
+* ``kernels``          the three cuTile kernels, one file each, host launcher beside the kernel
+* ``tile``             ``ct``: real ``cuda.tile`` where it installs, the interpreter's otherwise
+* ``dispatch``         where a launch runs: cuTile on a GPU, the CPU tile interpreter elsewhere
+* ``interpreter``      runs unmodified ``@ct.kernel`` functions on the CPU, block by block
+* ``compiler``         compiles a kernel to a cubin for sm_80/sm_90/sm_100 without a GPU
+* ``torch_reference``  the chunked algorithm in plain PyTorch (baseline, float64 ground truth)
+* ``cost``             FLOPs and bytes of each algorithm and stage
+* ``bench``            ``python -m mamba2_tile.bench``: GPU timings against mamba_ssm
+* ``results``          the measured GPU results stored in ``data/``
+* ``environment``      what this machine can run
+* ``checks``           learner checks for the notebooks' exercises
+* ``plots``, ``widgets``  the notebooks' pictures and interactive explorers
+* ``exercises``        makes ``notebooks/`` from ``solutions/``
+* ``golden``           writes the golden vectors in ``data/golden/``
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # Imported on first use: the NumPy references should not pay for importing torch.
+    if name == "mamba_chunk_scan_combined":
+        from mamba2_tile.api import mamba_chunk_scan_combined
+
+        return mamba_chunk_scan_combined
+    raise AttributeError(f"module 'mamba2_tile' has no attribute {name!r}")

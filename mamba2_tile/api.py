@@ -1,0 +1,121 @@
+"""The public entry point: a drop-in for mamba_ssm's ``mamba_chunk_scan_combined`` (forward).
+
+    from mamba2_tile.api import mamba_chunk_scan_combined
+    y = mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size=128, D=D, z=z)
+
+Same argument names, layouts and return convention as
+``mamba_ssm.ops.triton.ssd_combined.mamba_chunk_scan_combined``; it chains the three cuTile
+kernels of :mod:`mamba2_tile.kernels`. CUDA tensors run on the GPU through real cuTile; CPU
+tensors run the very same kernels on the course's CPU tile interpreter (slow, for learning and
+testing).
+
+Validation. Every argument is checked before anything runs, and errors name the argument:
+``TypeError`` for a wrong kind of object or dtype, ``ValueError`` for a wrong shape, device,
+layout or value. Unlike mamba_ssm, which silently copies, non-contiguous tensors are *refused*
+(a hidden copy of ``x`` costs as much memory traffic as a kernel): call ``.contiguous()``.
+
+Numerics (what the tests hold the kernels to, see ``mamba2_tile.tolerances``): all
+accumulation is float32; tensor-core operands are rounded to the input dtype, as in mamba_ssm,
+so float16 / bfloat16 results carry that input precision (about 1e-3 / 1e-2 relative).
+"""
+
+import math
+
+import torch
+
+from mamba2_tile.kernels import chunk_cumsum, compute_out, fwd_pass_state
+from mamba2_tile.shapes import check_chunk_size, ssd_dims
+
+CHUNK_SIZES = (64, 128, 256)
+INPUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)   # x, B, C, z
+PARAM_DTYPES = (torch.float32, torch.float16, torch.bfloat16)   # dt, A, D, dt_bias, initial_states
+
+
+def _dtype_names(dtypes):
+    return ", ".join(str(d).removeprefix("torch.") for d in dtypes)
+
+
+def _check_tensors(tensors):
+    """Type, dtype, contiguity and device of every tensor argument; returns the device."""
+    device_of = {}
+    for name, value in tensors.items():
+        if value is None:
+            continue
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+        allowed = INPUT_DTYPES if name in ("x", "B", "C", "z") else PARAM_DTYPES
+        if value.dtype not in allowed:
+            raise TypeError(f"{name} must have dtype {_dtype_names(allowed)}, got {value.dtype}")
+        if not value.is_contiguous():
+            raise ValueError(
+                f"{name} must be contiguous (got strides {tuple(value.stride())}); "
+                f"pass {name}.contiguous()"
+            )
+        device_of.setdefault(value.device, name)
+    if len(device_of) > 1:
+        (first, a), (second, b) = list(device_of.items())[:2]
+        raise ValueError(
+            f"all tensors must be on the same device: {a} is on {first} but {b} is on {second}"
+        )
+    return next(iter(device_of))
+
+
+def _check_arguments(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limit):
+    tensors = dict(x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias,
+                   initial_states=initial_states)
+    for name in ("x", "dt", "A", "B", "C"):
+        if tensors[name] is None:
+            raise TypeError(f"{name} is required, got None")
+    device = _check_tensors(tensors)
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"tensors must be on a CPU or CUDA device, got {device}")
+    for name in ("B", "C", "z"):
+        if tensors[name] is not None and tensors[name].dtype != x.dtype:
+            raise TypeError(f"{name} must have the dtype of x ({x.dtype}), got {tensors[name].dtype}")
+    dims = ssd_dims(x, dt, A, B, C, D=D, initial_states=initial_states, z=z, dt_bias=dt_bias)
+    if min(dims.batch, dims.nheads, dims.headdim, dims.dstate) < 1:
+        raise ValueError(f"x and B must have no empty dimension, got x {tuple(x.shape)} "
+                         f"and B {tuple(B.shape)}")
+    check_chunk_size(chunk_size)
+    if chunk_size not in CHUNK_SIZES:
+        raise ValueError(f"chunk_size must be one of {CHUNK_SIZES}, got {chunk_size}")
+    if not (isinstance(dt_limit, (tuple, list)) and len(dt_limit) == 2):
+        raise TypeError(f"dt_limit must be a pair (min, max), got {dt_limit!r}")
+    low, high = dt_limit
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in dt_limit):
+        raise TypeError(f"dt_limit must hold two numbers, got {dt_limit!r}")
+    if math.isnan(low) or math.isnan(high) or low > high:
+        raise ValueError(f"dt_limit must satisfy min <= max (no NaN), got {dt_limit!r}")
+    return dims
+
+
+def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None,
+                              initial_states=None, dt_softplus=False,
+                              dt_limit=(0.0, float("inf")), return_final_states=False):
+    """Mamba-2's SSD layer, forward pass, with cuTile kernels.
+
+    Args (``b`` batch, ``l`` seqlen, ``h`` nheads, ``p`` headdim, ``g`` ngroups, ``n`` dstate):
+        x: (b, l, h, p), float32 / float16 / bfloat16.
+        dt: (b, l, h), float; becomes ``clamp(softplus(dt + dt_bias), *dt_limit)`` (each step
+            optional, softplus only where ``dt + dt_bias <= 20``, as in mamba_ssm).
+        A: (h,), float, negative.
+        B, C: (b, l, g, n), dtype of x; ``g`` divides ``h``.
+        chunk_size: 64, 128 or 256 (any seqlen: the last chunk may be partial).
+        D: optional (h,) or (h, p) skip connection.
+        z: optional (b, l, h, p) gate, dtype of x: ``y * silu(z)``.
+        dt_bias: optional (h,).
+        initial_states: optional (b, h, p, n), the state before token 0.
+        dt_softplus: apply softplus to ``dt``.
+        dt_limit: ``(min, max)`` clamp applied to ``dt`` last.
+        return_final_states: also return the state after the last token.
+
+    Returns:
+        ``y`` (b, l, h, p) in the dtype of x, or ``(y, final_states)`` with ``final_states``
+        (b, h, p, n) float32 when ``return_final_states``.
+    """
+    _check_arguments(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limit)
+    dA_cumsum, dt_chunks = chunk_cumsum(dt, A, chunk_size, dt_bias=dt_bias,
+                                        dt_softplus=dt_softplus, dt_limit=tuple(dt_limit))
+    chunk_states, final_states = fwd_pass_state(x, B, dt_chunks, dA_cumsum, initial_states)
+    y = compute_out(x, dt_chunks, dA_cumsum, B, C, chunk_states, D=D, z=z)
+    return (y, final_states) if return_final_states else y

@@ -1,0 +1,73 @@
+"""The three cuTile kernels of the chunked SSD forward pass, one file each, host launcher beside.
+
+    chunk_cumsum    dt -> (dA_cumsum, dt)                          stage 1
+    fwd_pass_state  (x, B, dt, dA_cumsum) -> (chunk_states, final)  stage 2
+    compute_out     (x, dt, dA_cumsum, B, C, chunk_states) -> y     stage 3
+
+:func:`mamba2_tile.api.mamba_chunk_scan_combined` chains them. ``compile_examples()`` lists
+representative launches so that a test can compile every kernel for every GPU architecture.
+"""
+
+import itertools
+
+import torch
+
+from mamba2_tile.kernels.chunk_cumsum import chunk_cumsum, chunk_cumsum_launch
+from mamba2_tile.kernels.compute_out import compute_out, compute_out_launch
+from mamba2_tile.kernels.fwd_pass_state import fwd_pass_state, fwd_pass_state_launch
+
+__all__ = [
+    "chunk_cumsum", "chunk_cumsum_launch",
+    "fwd_pass_state", "fwd_pass_state_launch",
+    "compute_out", "compute_out_launch",
+    "compile_examples",
+]
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+CHUNK_SIZES = (64, 128, 256)
+
+
+def _example_launches(dtype, chunk_size, options, headdim=64, dstate=64):
+    """The three launches of one forward pass on small CPU tensors (never run, only compiled)."""
+    batch, seqlen, nheads, ngroups = 1, chunk_size + 3, 4, 2
+    x = torch.zeros(batch, seqlen, nheads, headdim, dtype=dtype)
+    dt = torch.zeros(batch, seqlen, nheads, dtype=dtype)
+    A = torch.zeros(nheads)
+    B = torch.zeros(batch, seqlen, ngroups, dstate, dtype=dtype)
+    C = torch.zeros_like(B)
+    D = torch.zeros(nheads, headdim) if options else None
+    z = torch.zeros_like(x) if options else None
+    dt_bias = torch.zeros(nheads) if options else None
+    initial_states = torch.zeros(batch, nheads, headdim, dstate) if options else None
+
+    cumsum, (dA_cumsum, dt_c) = chunk_cumsum_launch(
+        dt, A, chunk_size, dt_bias=dt_bias, dt_softplus=options,
+        dt_limit=(0.0, 100.0) if options else (0.0, float("inf")))
+    state, (chunk_states, _) = fwd_pass_state_launch(x, B, dt_c, dA_cumsum, initial_states)
+    out, _ = compute_out_launch(x, dt_c, dA_cumsum, B, C, chunk_states, D=D, z=z)
+    return {"chunk_cumsum": cumsum, "fwd_pass_state": state, "compute_out": out}
+
+
+def compile_examples():
+    """Yield ``(name, kernel, args)`` for representative configurations of every kernel.
+
+    Every input dtype x every chunk size with all optional inputs present, plus the bare
+    forward pass (no optional inputs, D of shape (nheads,)) and headdim / dstate that are not
+    powers of two (padded tiles). Arrays are small CPU tensors: only their metadata matters.
+    """
+    configs = [(dtype, chunk, True, 64, 64) for dtype, chunk in itertools.product(DTYPES, CHUNK_SIZES)]
+    configs.append((torch.float16, 64, False, 64, 64))
+    configs.append((torch.bfloat16, 128, True, 80, 48))
+    for dtype, chunk_size, options, headdim, dstate in configs:
+        launches = _example_launches(dtype, chunk_size, options, headdim, dstate)
+        tag = (f"{str(dtype).removeprefix('torch.')}-chunk{chunk_size}"
+               f"{'' if options else '-bare'}-p{headdim}-n{dstate}")
+        for name, launch in launches.items():
+            yield f"{name}[{tag}]", launch.kernel, launch.args
+    # D of shape (nheads,): the other branch of compute_out.
+    x = torch.zeros(1, 70, 4, 64, dtype=torch.bfloat16)
+    B = torch.zeros(1, 70, 1, 128, dtype=torch.bfloat16)
+    dA_cumsum = torch.zeros(1, 4, 2, 64)
+    chunk_states = torch.zeros(1, 4, 2, 64, 128)
+    launch, _ = compute_out_launch(x, dA_cumsum, dA_cumsum, B, B, chunk_states, D=torch.zeros(4))
+    yield "compute_out[bfloat16-chunk64-D_per_head-n128]", launch.kernel, launch.args

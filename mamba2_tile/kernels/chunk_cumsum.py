@@ -1,0 +1,89 @@
+"""Stage 1 of the chunked SSD: the running sum of ``dt * A`` inside each chunk.
+
+Reference: :func:`mamba2_tile.reference.chunk_cumsum`. One block handles one chunk of one batch
+for a block of ``BLOCK_H`` heads: it loads the ``(chunk_size, BLOCK_H)`` slab of ``dt`` (contiguous
+along heads in memory), prepares ``dt`` exactly as mamba_ssm does (``+ dt_bias``, ``softplus``,
+clamp to ``dt_limit``, zero past ``seqlen``), scans ``dt * A`` along the chunk, and stores both
+results transposed into the chunk layout ``(batch, nheads, nchunks, chunk_size)`` that the two
+later stages read one head at a time.
+
+``dA_cumsum`` is stored in natural-log units (``exp``, not ``exp2``, reads it back), exactly the
+quantity the reference returns.
+"""
+
+import torch
+
+from mamba2_tile.kernels.launching import KernelLaunch, cdiv, next_power_of_2, placeholder
+from mamba2_tile.tile import ct
+
+# mamba_ssm applies softplus only below this threshold; above it softplus(dt) == dt to float32
+# precision, and skipping it avoids exp overflow.
+SOFTPLUS_THRESHOLD = 20.0
+
+
+@ct.kernel
+def chunk_cumsum_kernel(
+    dt, A, dt_bias,               # inputs: (batch, seqlen, nheads), (nheads,), (nheads,)
+    dA_cumsum, dt_out,            # outputs: (batch, nheads, nchunks, chunk_size), float32
+    CHUNK_SIZE: ct.Constant[int],
+    BLOCK_H: ct.Constant[int],
+    HAS_DT_BIAS: ct.Constant[bool],
+    DT_SOFTPLUS: ct.Constant[bool],
+    DT_MIN: ct.Constant[float],
+    DT_MAX: ct.Constant[float],
+):
+    b = ct.bid(0)
+    c = ct.bid(1)
+    hb = ct.bid(2)
+    zero = ct.PaddingMode.ZERO
+
+    # Positions past seqlen (last chunk) and heads past nheads (last head block) load as 0.
+    dt_c = ct.load(dt, (b, c, hb), (1, CHUNK_SIZE, BLOCK_H), padding_mode=zero)
+    dt_c = ct.reshape(dt_c, (CHUNK_SIZE, BLOCK_H)).astype(ct.float32)
+    if HAS_DT_BIAS:
+        bias = ct.load(dt_bias, (hb,), (BLOCK_H,), padding_mode=zero).astype(ct.float32)
+        dt_c = dt_c + ct.reshape(bias, (1, BLOCK_H))
+    if DT_SOFTPLUS:
+        dt_c = ct.where(dt_c <= SOFTPLUS_THRESHOLD, ct.log(1.0 + ct.exp(dt_c)), dt_c)
+    dt_c = ct.minimum(ct.maximum(dt_c, DT_MIN), DT_MAX)
+    # Bias, softplus and the clamp can make padded positions nonzero: zero them again so that
+    # they add nothing to the state or the output downstream.
+    pos = c * CHUNK_SIZE + ct.arange(CHUNK_SIZE, dtype=ct.int32)
+    in_sequence = ct.reshape(pos < dt.shape[1], (CHUNK_SIZE, 1))
+    dt_c = ct.where(in_sequence, dt_c, 0.0)
+
+    A_h = ct.load(A, (hb,), (BLOCK_H,), padding_mode=zero).astype(ct.float32)
+    dA_c = ct.cumsum(dt_c * ct.reshape(A_h, (1, BLOCK_H)), axis=0)
+
+    # (CHUNK_SIZE, BLOCK_H) -> (1, BLOCK_H, 1, CHUNK_SIZE): each head's chunk is contiguous.
+    out_shape = (1, BLOCK_H, 1, CHUNK_SIZE)
+    ct.store(dA_cumsum, (b, hb, c, 0), ct.reshape(ct.transpose(dA_c), out_shape))
+    ct.store(dt_out, (b, hb, c, 0), ct.reshape(ct.transpose(dt_c), out_shape))
+
+
+def chunk_cumsum_launch(dt, A, chunk_size, dt_bias=None, dt_softplus=False,
+                        dt_limit=(0.0, float("inf")), block_h=None):
+    """Allocate the outputs and plan the launch; returns ``(KernelLaunch, (dA_cumsum, dt_out))``."""
+    batch, seqlen, nheads = dt.shape
+    nchunks = cdiv(seqlen, chunk_size)
+    dA_cumsum = torch.empty(batch, nheads, nchunks, chunk_size, dtype=torch.float32,
+                            device=dt.device)
+    dt_out = torch.empty_like(dA_cumsum)
+    if block_h is None:
+        block_h = min(next_power_of_2(nheads), 16)
+    grid = (batch, nchunks, cdiv(nheads, block_h))
+    args = (
+        dt, A, placeholder(dt) if dt_bias is None else dt_bias,
+        dA_cumsum, dt_out,
+        chunk_size, block_h, dt_bias is not None, bool(dt_softplus),
+        float(dt_limit[0]), float(dt_limit[1]),
+    )
+    return KernelLaunch(grid, chunk_cumsum_kernel, args), (dA_cumsum, dt_out)
+
+
+def chunk_cumsum(dt, A, chunk_size, dt_bias=None, dt_softplus=False,
+                 dt_limit=(0.0, float("inf"))):
+    """Run stage 1; returns ``(dA_cumsum, dt)``, both float32 (batch, nheads, nchunks, chunk_size)."""
+    launch, outputs = chunk_cumsum_launch(dt, A, chunk_size, dt_bias, dt_softplus, dt_limit)
+    launch.run()
+    return outputs

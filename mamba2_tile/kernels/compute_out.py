@@ -1,0 +1,129 @@
+"""Stage 3 of the chunked SSD: each chunk's output from its entering state and its own tokens.
+
+Reference: :func:`mamba2_tile.reference.compute_out`. One block computes a
+``(BLOCK_M, BLOCK_P)`` tile of ``y``: ``BLOCK_M`` consecutive positions (rows ``i``) of one chunk
+of one head, ``BLOCK_P`` channels of ``headdim``. With ``C_i`` the block's rows of ``C``
+(``BLOCK_M, dstate``), loaded once::
+
+    inter-chunk   y  = exp(dA_i) * (C_i @ h_enterᵀ)                    h_enter: (BLOCK_P, dstate)
+    intra-chunk   y += sum over column blocks j <= i of
+                       (exp(dA_i - dA_j) * [i >= j] * (C_i @ B_jᵀ) * dt_j) @ x_j
+    skip          y += D * x_i
+    gate          y *= silu(z_i)
+
+The ``chunk x chunk`` interaction matrix is never materialised: each ``(BLOCK_M, BLOCK_M)``
+piece of ``L ∘ C Bᵀ`` lives in registers between the two ``ct.mma`` that make and consume it,
+and column blocks strictly above the diagonal (all zero by causality) are skipped. As in
+mamba_ssm, tensor-core operands are cast to the input dtype; accumulation is float32.
+
+``dstate`` is handled as one tile (padded up to a power of two with zeros, which add nothing
+to the dot products); ``headdim`` is tiled by ``BLOCK_P`` and padded the same way.
+"""
+
+import torch
+
+from mamba2_tile.kernels.launching import KernelLaunch, cdiv, next_power_of_2, placeholder
+from mamba2_tile.tile import ct
+
+
+@ct.kernel
+def compute_out_kernel(
+    x, dt, dA_cumsum, B, C, chunk_states, D, z,   # as in reference.compute_out
+    y,                                            # output (batch, seqlen, nheads, headdim)
+    CHUNK_SIZE: ct.Constant[int],
+    BLOCK_M: ct.Constant[int],
+    BLOCK_P: ct.Constant[int],
+    DSTATE: ct.Constant[int],                     # dstate padded to a power of two
+    HAS_D: ct.Constant[bool],
+    D_PER_CHANNEL: ct.Constant[bool],             # D is (nheads, headdim) rather than (nheads,)
+    HAS_Z: ct.Constant[bool],
+):
+    blocks_per_chunk = CHUNK_SIZE // BLOCK_M
+    m = ct.bid(0) % blocks_per_chunk              # row block inside the chunk
+    p_tile = ct.bid(0) // blocks_per_chunk
+    nchunks = dA_cumsum.shape[2]
+    b = ct.bid(1) // nchunks
+    c = ct.bid(1) % nchunks
+    h = ct.bid(2)
+    g = h // (x.shape[2] // B.shape[2])
+    row_block = c * blocks_per_chunk + m          # this block's rows, in BLOCK_M units of seqlen
+    zero = ct.PaddingMode.ZERO
+
+    # In the last chunk a whole row block can lie past seqlen: nothing to compute or store
+    # (and a load entirely out of bounds is undefined behaviour).
+    if row_block * BLOCK_M < x.shape[1]:
+        dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, m), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
+        C_i = ct.load(C, (b, row_block, g, 0), (1, BLOCK_M, 1, DSTATE), padding_mode=zero)
+        C_i = ct.reshape(C_i, (BLOCK_M, DSTATE))
+
+        # Inter-chunk: the state entering the chunk, read out by C and decayed to position i.
+        h_enter = ct.load(chunk_states, (b, h, c, p_tile, 0), (1, 1, 1, BLOCK_P, DSTATE),
+                          padding_mode=zero)
+        h_enter = ct.reshape(h_enter, (BLOCK_P, DSTATE)).astype(C.dtype)
+        acc = ct.mma(C_i, ct.transpose(h_enter), ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32))
+        acc = acc * ct.exp(dA_i)
+
+        # Intra-chunk: column blocks j = 0 .. m (the ones at or below the diagonal).
+        rows = ct.reshape(m * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
+        for j in range(m + 1):
+            col_block = c * blocks_per_chunk + j
+            dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)), (1, BLOCK_M))
+            dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (1, BLOCK_M))
+            B_j = ct.load(B, (b, col_block, g, 0), (1, BLOCK_M, 1, DSTATE), padding_mode=zero)
+            B_j = ct.reshape(B_j, (BLOCK_M, DSTATE))
+            x_j = ct.load(x, (b, col_block, h, p_tile), (1, BLOCK_M, 1, BLOCK_P),
+                          padding_mode=zero)
+            x_j = ct.reshape(x_j, (BLOCK_M, BLOCK_P))
+
+            scores = ct.mma(C_i, ct.transpose(B_j), ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
+            cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (1, BLOCK_M))
+            # Clamp before exp: above the diagonal dA_i - dA_j > 0 could overflow, and is
+            # masked to 0 anyway.
+            decay = ct.exp(ct.minimum(dA_i - dA_j, 0.0))
+            scores = ct.where(rows >= cols, scores * decay * dt_j, 0.0)
+            acc = ct.mma(scores.astype(x.dtype), x_j, acc)
+
+        x_i = ct.load(x, (b, row_block, h, p_tile), (1, BLOCK_M, 1, BLOCK_P), padding_mode=zero)
+        x_i = ct.reshape(x_i, (BLOCK_M, BLOCK_P)).astype(ct.float32)
+        if HAS_D:
+            if D_PER_CHANNEL:
+                D_h = ct.load(D, (h, p_tile), (1, BLOCK_P), padding_mode=zero)
+            else:
+                D_h = ct.reshape(ct.load(D, (h,), (1,)), (1, 1))
+            acc = acc + x_i * D_h.astype(ct.float32)
+        if HAS_Z:
+            z_i = ct.load(z, (b, row_block, h, p_tile), (1, BLOCK_M, 1, BLOCK_P),
+                          padding_mode=zero)
+            z_i = ct.reshape(z_i, (BLOCK_M, BLOCK_P)).astype(ct.float32)
+            acc = acc * z_i / (1.0 + ct.exp(-z_i))          # y * silu(z)
+
+        ct.store(y, (b, row_block, h, p_tile),
+                 ct.reshape(acc.astype(y.dtype), (1, BLOCK_M, 1, BLOCK_P)))
+
+
+def compute_out_launch(x, dt, dA_cumsum, B, C, chunk_states, D=None, z=None,
+                       block_m=None, block_p=None):
+    """Allocate ``y`` (like ``x``) and plan the launch; returns ``(KernelLaunch, y)``."""
+    batch, _, nheads, headdim = x.shape
+    dstate = B.shape[3]
+    nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
+    y = torch.empty_like(x)
+    block_m = block_m or min(chunk_size, 64)
+    block_p = block_p or min(next_power_of_2(headdim), 64)
+    grid = ((chunk_size // block_m) * cdiv(headdim, block_p), batch * nchunks, nheads)
+    args = (
+        x, dt, dA_cumsum, B, C, chunk_states,
+        placeholder(dA_cumsum) if D is None else D,
+        placeholder(x) if z is None else z,
+        y,
+        chunk_size, block_m, block_p, next_power_of_2(dstate),
+        D is not None, D is not None and D.dim() == 2, z is not None,
+    )
+    return KernelLaunch(grid, compute_out_kernel, args), y
+
+
+def compute_out(x, dt, dA_cumsum, B, C, chunk_states, D=None, z=None):
+    """Run stage 3; returns ``y`` with the shape and dtype of ``x``."""
+    launch, y = compute_out_launch(x, dt, dA_cumsum, B, C, chunk_states, D, z)
+    launch.run()
+    return y

@@ -1,0 +1,95 @@
+"""Random SSD problems and their float64 answers, shared by the kernel and GPU tests.
+
+``make_case`` builds torch inputs (any dtype / device) and ``expected_output`` computes, from the
+very same rounded values in float64, what ``mamba_chunk_scan_combined`` must return: the
+recurrence of ``mamba2_tile.reference`` with mamba_ssm's ``dt`` preparation and ``z`` gate
+applied around it.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from mamba2_tile import reference
+from mamba2_tile.tolerances import to_numpy
+
+
+@dataclass
+class Case:
+    batch: int = 1
+    seqlen: int = 70
+    nheads: int = 2
+    headdim: int = 8
+    ngroups: int = 1
+    dstate: int = 8
+    dtype: torch.dtype = torch.float32
+    D: str | None = None                 # None, "head" (nheads,) or "channel" (nheads, headdim)
+    z: bool = False
+    dt_bias: bool = False
+    initial_states: bool = False
+    dt_softplus: bool = False
+    dt_limit: tuple = (0.0, float("inf"))
+    dt_range: tuple = (0.01, 0.2)        # dt drawn uniformly here (before bias / softplus)
+    A_range: tuple = (-2.0, -0.2)
+    seed: int = 0
+    tensors: dict = field(default_factory=dict, repr=False)
+
+
+def make_case(case, device="cpu"):
+    """Fill ``case.tensors`` with the inputs of ``mamba_chunk_scan_combined``; returns them."""
+    rng = np.random.default_rng(case.seed)
+    b, l, h, p, g, n = (case.batch, case.seqlen, case.nheads, case.headdim, case.ngroups,
+                        case.dstate)
+
+    def tensor(shape, dtype=case.dtype, low=None, high=None):
+        values = rng.standard_normal(shape) if low is None else rng.uniform(low, high, shape)
+        return torch.tensor(values, dtype=dtype, device=device)
+
+    t = dict(
+        x=tensor((b, l, h, p)),
+        dt=tensor((b, l, h), torch.float32, *case.dt_range),
+        A=tensor((h,), torch.float32, *case.A_range),
+        B=tensor((b, l, g, n)) * 0.5,
+        C=tensor((b, l, g, n)) * 0.5,
+    )
+    if case.D == "head":
+        t["D"] = tensor((h,), torch.float32)
+    elif case.D == "channel":
+        t["D"] = tensor((h, p), torch.float32)
+    if case.z:
+        t["z"] = tensor((b, l, h, p))
+    if case.dt_bias:
+        t["dt_bias"] = tensor((h,), torch.float32, -0.5, 0.5)
+    if case.initial_states:
+        t["initial_states"] = tensor((b, h, p, n), torch.float32)
+    case.tensors = t
+    return t
+
+
+def api_kwargs(case):
+    """The keyword arguments of ``mamba_chunk_scan_combined`` besides the tensors."""
+    return dict(dt_softplus=case.dt_softplus, dt_limit=case.dt_limit)
+
+
+def prepared_dt(dt, dt_bias=None, dt_softplus=False, dt_limit=(0.0, float("inf"))):
+    """mamba_ssm's dt preparation in float64: bias, softplus (identity above 20), clamp."""
+    dt = to_numpy(dt)
+    if dt_bias is not None:
+        dt = dt + to_numpy(dt_bias)
+    if dt_softplus:
+        dt = np.where(dt <= 20.0, np.logaddexp(0.0, dt), dt)
+    return np.clip(dt, dt_limit[0], dt_limit[1])
+
+
+def expected_output(case):
+    """``(y, final_states)`` in float64 by the token-by-token recurrence."""
+    t = {name: to_numpy(value) for name, value in case.tensors.items()}
+    dt = prepared_dt(t["dt"], t.get("dt_bias"), case.dt_softplus, case.dt_limit)
+    y, final_states = reference.ssd_recurrent(
+        t["x"], dt, t["A"], t["B"], t["C"], D=t.get("D"),
+        initial_states=t.get("initial_states"), return_final_states=True,
+    )
+    if "z" in t:
+        y = y * t["z"] / (1.0 + np.exp(-t["z"]))
+    return y, final_states
