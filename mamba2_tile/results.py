@@ -1,0 +1,94 @@
+"""Measured GPU results stored in ``data/``, so a learner without a GPU can still read them.
+
+The benchmark is run on an H200 and its results are committed, one JSON file per experiment, e.g.
+``data/h200_forward.json``::
+
+    {"device": "NVIDIA H200", "date": "...",
+     "versions": {"torch": ..., "cuda": ..., "cuda_tile": ..., "triton": ..., "mamba_ssm": ...},
+     "rows": [{"batch": 8, "seqlen": 4096, "nheads": 64, "headdim": 64, "dstate": 128,
+               "ngroups": 1, "chunk_size": 64, "dtype": "bfloat16",
+               "mamba2_tile_ms": ..., "mamba_ssm_ms": ..., "speedup": ...,
+               "max_abs_err": ..., "max_rel_err": ...}, ...]}
+
+``load_results`` reads and checks one such file; ``results_table`` prints its rows with a fixed
+format, so a notebook that shows them has reproducible output. ``mamba_ssm_ms``, ``speedup`` and
+the error columns may be ``null`` or absent (no mamba_ssm on the machine that measured).
+"""
+
+import json
+from pathlib import Path
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+
+REQUIRED_KEYS = ("device", "rows")
+REQUIRED_ROW_KEYS = ("batch", "seqlen", "nheads", "headdim", "dstate", "ngroups", "chunk_size",
+                     "dtype", "mamba2_tile_ms")
+OPTIONAL_ROW_KEYS = ("mamba_ssm_ms", "speedup", "max_abs_err", "max_rel_err")
+
+
+def results_path(name, data_dir=DATA_DIR):
+    """``data/<name>.json`` (``name`` may carry the ``.json`` already)."""
+    filename = name if name.endswith(".json") else f"{name}.json"
+    return Path(data_dir) / filename
+
+
+def load_results(name, data_dir=DATA_DIR):
+    """The stored results ``data/<name>.json`` as a dict, or ``None`` if there is no such file.
+
+    Missing optional fields are filled in (``date`` "unknown", ``versions`` empty, the
+    ``OPTIONAL_ROW_KEYS`` of a row ``None``); a missing required field raises ``ValueError``
+    naming it.
+    """
+    path = results_path(name, data_dir)
+    if not path.exists():
+        return None
+    results = json.loads(path.read_text(encoding="utf-8"))
+    missing = [key for key in REQUIRED_KEYS if key not in results]
+    if missing:
+        raise ValueError(f"{path.name} lacks the field(s) {', '.join(missing)}")
+    results.setdefault("date", "unknown")
+    results.setdefault("versions", {})
+    for number, row in enumerate(results["rows"]):
+        missing = [key for key in REQUIRED_ROW_KEYS if key not in row]
+        if missing:
+            raise ValueError(f"{path.name}, row {number}: lacks the field(s) {', '.join(missing)}")
+        for key in OPTIONAL_ROW_KEYS:
+            row.setdefault(key, None)
+    return results
+
+
+def _number(value, spec):
+    """Format a measurement, or '-' where none was taken."""
+    return "-" if value is None else format(value, spec)
+
+
+_COLUMNS = (  # header, width, how to format the row
+    ("batch", 5, lambda r: str(r["batch"])),
+    ("seqlen", 6, lambda r: str(r["seqlen"])),
+    ("heads", 5, lambda r: str(r["nheads"])),
+    ("hdim", 4, lambda r: str(r["headdim"])),
+    ("dstate", 6, lambda r: str(r["dstate"])),
+    ("groups", 6, lambda r: str(r["ngroups"])),
+    ("chunk", 5, lambda r: str(r["chunk_size"])),
+    ("dtype", 8, lambda r: r["dtype"]),
+    ("mamba2_tile ms", 14, lambda r: _number(r["mamba2_tile_ms"], ".3f")),
+    ("mamba_ssm ms", 12, lambda r: _number(r["mamba_ssm_ms"], ".3f")),
+    ("speedup", 7, lambda r: _number(r["speedup"], ".2f")),
+    ("max rel err", 11, lambda r: _number(r["max_rel_err"], ".1e")),
+)
+
+
+def results_table(rows):
+    """A fixed-width text table of result rows (one line per configuration)."""
+    lines = ["  ".join(f"{header:>{width}s}" for header, width, _ in _COLUMNS)]
+    for row in rows:
+        lines.append("  ".join(f"{cell(row):>{width}s}" for _, width, cell in _COLUMNS))
+    return "\n".join(lines)
+
+
+def describe_results(results):
+    """One line: which device measured, when, and with which software versions."""
+    versions = ", ".join(f"{name} {value}" for name, value in results["versions"].items()
+                         if value is not None)
+    line = f"{results['device']}, measured {results['date']}"
+    return f"{line} ({versions})" if versions else line
