@@ -1,0 +1,352 @@
+"""Benchmark the SSD forward pass on a GPU: this package vs mamba_ssm's Triton vs plain PyTorch.
+
+    python -m mamba2_tile.bench                      # the default sweep, bf16
+    python -m mamba2_tile.bench --preset accuracy    # the correctness sweep (bf16 and fp32)
+    python -m mamba2_tile.bench --seqlen 4096 --dstate 128 --chunk-size 64 --ngroups 1
+
+For every shape it prints one row: per-kernel and total time of this package, mamba_ssm's
+``mamba_chunk_scan_combined`` (when importable) and the PyTorch baseline
+(:mod:`mamba2_tile.torch_reference`, float32); the speed-ups, measured side by side in this run;
+the achieved bandwidth on the minimal bytes (read x, dt, B, C once, write y once) and as a
+fraction of a device-to-device copy measured in the same run; and the error of each
+implementation against a float64 reference.
+
+Timing: each implementation is captured in a CUDA graph after warm-up (so Python launch overhead
+is not measured), then replayed ``--reps`` times with the L2 cache flushed before each replay;
+the median is reported. Results go to ``data/<name>.csv`` and ``.json`` with the GPU, driver,
+CUDA, torch, cuda-tile, tileiras and Triton versions and the date.
+"""
+
+import argparse
+import csv
+import dataclasses
+import datetime
+import itertools
+import json
+import math
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from mamba2_tile.cost import Problem, minimal_bytes
+from mamba2_tile.torch_reference import mamba_chunk_scan_torch
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+L2_FLUSH_BYTES = 256 * 1024 * 1024      # > 4x the H200's 60 MB L2
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    batch: int
+    seqlen: int
+    nheads: int
+    headdim: int
+    dstate: int
+    ngroups: int
+    chunk_size: int
+    dtype: str
+
+    def label(self):
+        return (f"b{self.batch} l{self.seqlen} h{self.nheads} p{self.headdim} n{self.dstate} "
+                f"g{self.ngroups} c{self.chunk_size} {self.dtype}")
+
+
+GRIDS = {
+    # The sweep the performance targets are stated on (batch 8, 64 heads, headdim 64).
+    "default": dict(batch=[8], seqlen=[1024, 4096, 16384], nheads=[64], headdim=[64],
+                    dstate=[64, 128], ngroups=[1, 8], chunk_size=[64, 128], dtype=["bfloat16"]),
+    "quick": dict(batch=[2], seqlen=[1024], nheads=[8], headdim=[64], dstate=[64],
+                  ngroups=[1], chunk_size=[64], dtype=["bfloat16"]),
+}
+# Correctness against float64 and mamba_ssm over varied shapes (odd seqlen included), each in
+# bf16 and fp32: (batch, seqlen, nheads, headdim, dstate, ngroups, chunk_size).
+ACCURACY_SHAPES = [
+    (1, 256, 8, 64, 64, 1, 64), (8, 2048, 64, 64, 128, 1, 64), (2, 1000, 16, 64, 64, 8, 64),
+    (1, 16384, 8, 64, 128, 1, 64), (4, 4096, 32, 64, 128, 8, 128), (8, 2048, 64, 64, 64, 8, 128),
+    (1, 256, 8, 64, 128, 8, 64), (2, 16384, 64, 64, 64, 8, 256),
+]
+PRESETS = sorted([*GRIDS, "accuracy"])
+
+
+def sweep(preset, overrides):
+    """The shapes of a preset; ``overrides`` (axis -> values) replace a grid preset's axes."""
+    if preset == "accuracy":
+        for dims, dtype in itertools.product(ACCURACY_SHAPES, ["bfloat16", "float32"]):
+            yield Shape(*dims, dtype)
+        return
+    axes = {**GRIDS[preset], **{k: v for k, v in overrides.items() if v}}
+    for values in itertools.product(*axes.values()):
+        shape = Shape(**dict(zip(axes, values)))
+        if shape.nheads % shape.ngroups == 0:
+            yield shape
+
+
+# ------------------------------------------------------------------------------ measuring
+
+def make_inputs(shape, device="cuda", seed=0):
+    """Inputs in the ranges a trained Mamba-2 layer sees: dt in (1e-3, 1e-1), A in (-16, -1)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    dtype = getattr(torch, shape.dtype)
+    b, l, h, p, g, n = (shape.batch, shape.seqlen, shape.nheads, shape.headdim, shape.ngroups,
+                        shape.dstate)
+
+    def randn(*size):
+        return torch.randn(*size, device=device, generator=gen).to(dtype)
+
+    def uniform(low, high, size):
+        return low + (high - low) * torch.rand(size, device=device, generator=gen)
+
+    return dict(
+        x=randn(b, l, h, p),
+        dt=torch.exp(uniform(math.log(1e-3), math.log(1e-1), (b, l, h))),
+        A=-torch.exp(uniform(0.0, math.log(16.0), (h,))),
+        B=randn(b, l, g, n),
+        C=randn(b, l, g, n),
+        D=torch.randn(h, device=device, generator=gen),
+    )
+
+
+def flush_l2(buffer):
+    buffer.add_(1)
+
+
+def median_ms(fn, reps, flush_buffer):
+    """Median time of ``fn`` replayed from a CUDA graph, L2 flushed before each replay."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(reps)]
+    for start, end in events:
+        flush_l2(flush_buffer)
+        start.record()
+        graph.replay()
+        end.record()
+    torch.cuda.synchronize()
+    times = sorted(start.elapsed_time(end) for start, end in events)
+    return times[len(times) // 2]
+
+
+def copy_bandwidth(flush_buffer, reps, nbytes=2 * 1024**3):
+    """Device-to-device copy rate in bytes/s, counting bytes read plus bytes written."""
+    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_()
+    dst = torch.empty_like(src)
+    ms = median_ms(lambda: dst.copy_(src), reps, flush_buffer)
+    return 2 * nbytes / (ms * 1e-3)
+
+
+def errors(out, ref):
+    """``‖out − ref‖ / ‖ref‖``, ``max |out − ref|`` and that over ``max |ref|``, in float64."""
+    ref = ref.double()
+    diff = out.double() - ref
+    max_abs = diff.abs().max().item()
+    return (diff.norm() / ref.norm()).item(), max_abs, max_abs / ref.abs().max().item()
+
+
+def load_triton():
+    try:
+        from mamba_ssm.ops.triton.ssd_combined import mamba_chunk_scan_combined
+    except Exception as error:                       # noqa: BLE001 - any import failure counts
+        return None, f"{type(error).__name__}: {error}"
+    return mamba_chunk_scan_combined, None
+
+
+def stage_times(args, D, reps, flush_buffer):
+    """Each kernel timed on its own, fed by the previous stages' outputs."""
+    from mamba2_tile import kernels
+
+    x, dt, A, B, C, chunk_size = args
+    dA_cumsum, dt_c = kernels.chunk_cumsum(dt, A, chunk_size)
+    chunk_states, _ = kernels.fwd_pass_state(x, B, dt_c, dA_cumsum)
+    stages = {
+        "chunk_cumsum": lambda: kernels.chunk_cumsum(dt, A, chunk_size),
+        "fwd_pass_state": lambda: kernels.fwd_pass_state(x, B, dt_c, dA_cumsum),
+        "compute_out": lambda: kernels.compute_out(x, dt_c, dA_cumsum, B, C, chunk_states, D=D),
+    }
+    return {f"{name}_ms": median_ms(fn, reps, flush_buffer) for name, fn in stages.items()}
+
+
+def measure(shape, reps, flush_buffer, copy_rate, triton_fn, stages=True):
+    """One row: times, speed-ups, bandwidth and errors for one shape."""
+    from mamba2_tile import api
+
+    inputs = make_inputs(shape)
+    args = (inputs["x"], inputs["dt"], inputs["A"], inputs["B"], inputs["C"], shape.chunk_size)
+    row = dataclasses.asdict(shape)
+
+    reference = mamba_chunk_scan_torch(*args, D=inputs["D"], compute_dtype=torch.float64)
+    y = api.mamba_chunk_scan_combined(*args, D=inputs["D"])
+    row["rel_err"], row["max_abs_err"], row["max_rel_err"] = errors(y, reference)
+    row["mamba2_tile_ms"] = median_ms(lambda: api.mamba_chunk_scan_combined(*args, D=inputs["D"]),
+                          reps, flush_buffer)
+
+    if stages:
+        row.update(stage_times(args, inputs["D"], reps, flush_buffer))
+        row["torch_ms"] = median_ms(lambda: mamba_chunk_scan_torch(*args, D=inputs["D"]),
+                                    reps, flush_buffer)
+        row["torch_speedup"] = row["torch_ms"] / row["mamba2_tile_ms"]
+    if triton_fn is not None:
+        y_triton = triton_fn(*args, D=inputs["D"])
+        (row["mamba_ssm_rel_err"], row["mamba_ssm_max_abs_err"],
+         row["mamba_ssm_max_rel_err"]) = errors(y_triton, reference)
+        row["vs_mamba_ssm_rel_diff"], row["vs_mamba_ssm_max_abs_diff"], _ = errors(y, y_triton)
+        row["mamba_ssm_ms"] = median_ms(lambda: triton_fn(*args, D=inputs["D"]), reps,
+                                        flush_buffer)
+        row["speedup"] = row["mamba_ssm_ms"] / row["mamba2_tile_ms"]
+
+    problem = Problem(shape.batch, shape.seqlen, shape.nheads, shape.headdim, shape.dstate,
+                      shape.ngroups, shape.chunk_size, dtype_bytes=inputs["x"].element_size())
+    row["minimal_bytes"] = minimal_bytes(problem)
+    row["gbps"] = row["minimal_bytes"] / (row["mamba2_tile_ms"] * 1e-3) / 1e9
+    row["copy_fraction"] = row["minimal_bytes"] / (row["mamba2_tile_ms"] * 1e-3) / copy_rate
+    del inputs, reference, y
+    torch.cuda.empty_cache()
+    return row
+
+
+# ------------------------------------------------------------------------------ reporting
+
+def versions():
+    import numpy
+
+    found = {"python": platform.python_version(), "torch": torch.__version__,
+             "cuda": torch.version.cuda, "numpy": numpy.__version__}
+    try:
+        import cuda.tile
+        found["cuda_tile"] = cuda.tile.__version__
+    except ImportError:
+        found["cuda_tile"] = None
+    tileiras = shutil.which("tileiras")
+    if tileiras:   # "Cuda compilation tools, release 13.4, V13.4.92" -> "13.4.92"
+        banner = subprocess.run([tileiras, "--version"], capture_output=True, text=True).stdout
+        found["tileiras"] = banner.rsplit(" V", 1)[-1].split()[0] if " V" in banner else banner
+    else:
+        found["tileiras"] = None
+    try:
+        import triton
+        found["triton"] = triton.__version__
+    except ImportError:
+        found["triton"] = None
+    try:
+        import mamba_ssm
+        found["mamba_ssm"] = getattr(mamba_ssm, "__version__", "unknown")
+    except ImportError:
+        found["mamba_ssm"] = None
+    smi = shutil.which("nvidia-smi")
+    found["driver"] = (subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+                                      capture_output=True, text=True).stdout.strip().splitlines()[0]
+                       if smi else None)
+    return found
+
+
+COLUMNS = [
+    ("shape", "{}", 40), ("cumsum", "{:.3f}", 7), ("state", "{:.3f}", 7), ("out", "{:.3f}", 7),
+    ("ms", "{:.3f}", 7), ("triton", "{:.3f}", 7), ("xTriton", "{:.2f}", 7),
+    ("torch", "{:.3f}", 8), ("xTorch", "{:.1f}", 6), ("GB/s", "{:.0f}", 5), ("%copy", "{:.0%}", 5),
+    ("rel_err", "{:.1e}", 8), ("triton_err", "{:.1e}", 10),
+]
+ROW_KEYS = {"cumsum": "chunk_cumsum_ms", "state": "fwd_pass_state_ms", "out": "compute_out_ms",
+            "ms": "mamba2_tile_ms", "triton": "mamba_ssm_ms", "xTriton": "speedup",
+            "torch": "torch_ms", "xTorch": "torch_speedup", "GB/s": "gbps",
+            "%copy": "copy_fraction", "triton_err": "mamba_ssm_rel_err"}
+
+
+def format_table(rows):
+    lines = [" ".join(f"{name:>{width}}" for name, _, width in COLUMNS)]
+    for row in rows:
+        cells = []
+        for name, fmt, width in COLUMNS:
+            value = Shape(**{f.name: row[f.name] for f in dataclasses.fields(Shape)}).label() \
+                if name == "shape" else row.get(ROW_KEYS.get(name, name))
+            cells.append(f"{'-' if value is None else fmt.format(value):>{width}}")
+        lines.append(" ".join(cells))
+    return "\n".join(lines)
+
+
+def summary(rows):
+    lines = []
+    for chunk in sorted({r["chunk_size"] for r in rows}):
+        ratios = [r["speedup"] for r in rows if r["chunk_size"] == chunk and r.get("speedup")]
+        if ratios:
+            geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+            lines.append(f"chunk {chunk}: speed-up over mamba_ssm Triton geomean {geomean:.2f}x, "
+                         f"min {min(ratios):.2f}x, max {max(ratios):.2f}x over {len(ratios)} shapes")
+    return "\n".join(lines)
+
+
+def save(stem, meta, rows):
+    stem.with_suffix(".json").write_text(json.dumps({**meta, "rows": rows}, indent=1) + "\n")
+    with stem.with_suffix(".csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=sorted({k for r in rows for k in r}))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def progress(done, total, label):
+    width = 30
+    filled = width * done // total
+    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label:<60}")
+    sys.stderr.flush()
+    if done == total:
+        sys.stderr.write("\n")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", choices=PRESETS, default="default")
+    for axis in ("batch", "seqlen", "nheads", "headdim", "dstate", "ngroups", "chunk_size"):
+        parser.add_argument(f"--{axis.replace('_', '-')}", type=int, nargs="+", dest=axis,
+                            help=f"override the preset's {axis} values")
+    parser.add_argument("--dtype", nargs="+", choices=["bfloat16", "float16", "float32"])
+    parser.add_argument("--reps", type=int, default=30, help="timed replays per measurement")
+    parser.add_argument("--name", help="output file stem under data/ (default: bench_<preset>)")
+    parser.add_argument("--no-save", action="store_true", help="print only, write no files")
+    parser.add_argument("--totals-only", action="store_true",
+                        help="skip the per-kernel times and the PyTorch baseline (faster)")
+    args = parser.parse_args(argv)
+
+    if not torch.cuda.is_available():
+        print("No CUDA GPU found: this benchmark times GPU kernels and needs one. "
+              "Stored H200 results are in data/ (see notebooks 08 and 09).")
+        return 0
+    shapes = list(sweep(args.preset, {k: getattr(args, k) for k in
+                                      ("batch", "seqlen", "nheads", "headdim", "dstate",
+                                       "ngroups", "chunk_size", "dtype")}))
+    triton_fn, triton_missing = load_triton()
+    if triton_missing:
+        print(f"mamba_ssm's Triton kernels are not importable ({triton_missing}); "
+              "their columns stay empty.")
+    flush_buffer = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
+    copy_rate = copy_bandwidth(flush_buffer, args.reps)
+    device = torch.cuda.get_device_name()
+    meta = {"device": device, "date": datetime.date.today().isoformat(),
+            "versions": versions(), "copy_gbps": copy_rate / 1e9, "reps": args.reps,
+            "command": " ".join(["python -m mamba2_tile.bench", *sys.argv[1:]])}
+    stem = DATA_DIR / (args.name or f"bench_{args.preset}")
+    rows = []
+    for index, shape in enumerate(shapes):
+        progress(index, len(shapes), shape.label())
+        rows.append(measure(shape, args.reps, flush_buffer, copy_rate, triton_fn,
+                            stages=not args.totals_only))
+        if not args.no_save:          # after every row, so an interrupted sweep keeps its rows
+            save(stem, meta, rows)
+    progress(len(shapes), len(shapes), "done")
+
+    print(f"\n{device}; device-to-device copy {copy_rate / 1e9:.0f} GB/s; times in ms "
+          f"(median of {args.reps} CUDA-graph replays, L2 flushed)")
+    print(format_table(rows))
+    print(summary(rows))
+    if not args.no_save:
+        print(f"wrote {stem.with_suffix('.json')} and .csv")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

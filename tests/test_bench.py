@@ -1,0 +1,51 @@
+"""The benchmark CLI: its sweeps, its table, and a clean exit where there is no GPU."""
+
+import pytest
+import torch
+
+from mamba2_tile import bench
+
+
+def test_without_a_gpu_it_says_so_and_exits_cleanly(capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert bench.main(["--preset", "quick"]) == 0
+    assert "No CUDA GPU found" in capsys.readouterr().out
+
+
+def test_default_sweep_covers_the_targets_shapes():
+    shapes = list(bench.sweep("default", {}))
+    assert len(shapes) == 24
+    assert {s.chunk_size for s in shapes} == {64, 128} and {s.ngroups for s in shapes} == {1, 8}
+    assert all(s.batch == 8 and s.nheads == 64 and s.headdim == 64 for s in shapes)
+
+
+def test_accuracy_preset_spans_the_issue_ranges():
+    shapes = list(bench.sweep("accuracy", {}))
+    assert {s.dtype for s in shapes} == {"bfloat16", "float32"}
+    assert min(s.seqlen for s in shapes) == 256 and max(s.seqlen for s in shapes) == 16384
+    assert {s.ngroups for s in shapes} == {1, 8} and {s.dstate for s in shapes} == {64, 128}
+    assert any(s.seqlen % s.chunk_size for s in shapes), "an odd seqlen"
+
+
+def test_overrides_and_invalid_group_counts():
+    shapes = list(bench.sweep("quick", {"nheads": [6], "ngroups": [1, 4], "seqlen": None}))
+    assert [s.ngroups for s in shapes] == [1], "ngroups must divide nheads"
+
+
+def test_table_and_summary():
+    row = dict(batch=8, seqlen=4096, nheads=64, headdim=64, dstate=128, ngroups=1, chunk_size=64,
+               dtype="bfloat16", chunk_cumsum_ms=0.01, fwd_pass_state_ms=0.2, compute_out_ms=0.5,
+               mamba2_tile_ms=0.7, mamba_ssm_ms=1.4, speedup=2.0, torch_ms=7.0, torch_speedup=10.0,
+               gbps=1500.0, copy_fraction=0.35, rel_err=2e-3, mamba_ssm_rel_err=2e-3)
+    table = bench.format_table([row, {**row, "mamba_ssm_ms": None, "speedup": None}])
+    assert "b8 l4096 h64 p64 n128 g1 c64 bfloat16" in table and "2.00" in table and "35%" in table
+    assert bench.summary([row, {**row, "speedup": 8.0}]).startswith(
+        "chunk 64: speed-up over mamba_ssm Triton geomean 4.00x, min 2.00x")
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_inputs_are_in_range(dtype):
+    shape = bench.Shape(1, 10, 4, 8, 16, 2, 64, dtype)
+    inputs = bench.make_inputs(shape, device="cpu")
+    assert inputs["x"].dtype == getattr(torch, dtype) and inputs["B"].shape == (1, 10, 2, 16)
+    assert (inputs["dt"] > 0).all() and (inputs["dt"] < 0.1).all() and (inputs["A"] < 0).all()
