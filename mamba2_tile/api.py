@@ -17,13 +17,19 @@ layout or value. Unlike mamba_ssm, which silently copies, non-contiguous tensors
 Numerics (what the tests hold the kernels to, see ``mamba2_tile.tolerances``): all
 accumulation is float32; tensor-core operands are rounded to the input dtype, as in mamba_ssm,
 so float16 / bfloat16 results carry that input precision (about 1e-3 / 1e-2 relative).
+
+Options. The kernels run with their validated defaults. With ``MAMBA2_TILE_AUTOTUNE=1`` and CUDA
+tensors, :mod:`mamba2_tile.autotune` picks tile sizes, occupancy and switches per GPU and shape
+class (tuning once, then reading its cache). :func:`forward_with_options` runs the same checked
+forward pass with explicit :class:`mamba2_tile.kernels.ForwardOptions` (the benchmark's ablation).
 """
 
 import math
 
 import torch
 
-from mamba2_tile.kernels import chunk_cumsum, compute_out, fwd_pass_state
+from mamba2_tile import autotune
+from mamba2_tile.kernels import DEFAULT_OPTIONS, chunk_cumsum, compute_out, fwd_pass_state
 from mamba2_tile.shapes import check_chunk_size, ssd_dims
 
 CHUNK_SIZES = (64, 128, 256)
@@ -114,8 +120,35 @@ def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bia
         (b, h, p, n) float32 when ``return_final_states``.
     """
     _check_arguments(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limit)
+    options = autotune.forward_options(x, dt, A, B, C, chunk_size)
+    return _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_softplus,
+                    dt_limit, return_final_states, options)
+
+
+def forward_with_options(x, dt, A, B, C, chunk_size, options=DEFAULT_OPTIONS, **kwargs):
+    """:func:`mamba_chunk_scan_combined` with explicit kernel options (never autotuned).
+
+    ``kwargs`` are that function's optional arguments (``D``, ``z``, ..., ``return_final_states``).
+    """
+    arguments = dict(D=None, z=None, dt_bias=None, initial_states=None, dt_softplus=False,
+                     dt_limit=(0.0, float("inf")), return_final_states=False)
+    unknown = set(kwargs) - set(arguments)
+    if unknown:
+        raise TypeError(f"unexpected keyword arguments {sorted(unknown)}")
+    arguments.update(kwargs)
+    _check_arguments(x, dt, A, B, C, chunk_size, arguments["D"], arguments["z"],
+                     arguments["dt_bias"], arguments["initial_states"], arguments["dt_limit"])
+    return _forward(x, dt, A, B, C, chunk_size, *arguments.values(), options)
+
+
+def _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_softplus, dt_limit,
+             return_final_states, options):
     dA_cumsum, dt_chunks = chunk_cumsum(dt, A, chunk_size, dt_bias=dt_bias,
-                                        dt_softplus=dt_softplus, dt_limit=tuple(dt_limit))
-    chunk_states, final_states = fwd_pass_state(x, B, dt_chunks, dA_cumsum, initial_states)
-    y = compute_out(x, dt_chunks, dA_cumsum, B, C, chunk_states, D=D, z=z)
+                                        dt_softplus=dt_softplus, dt_limit=tuple(dt_limit),
+                                        options=options.chunk_cumsum)
+    chunk_states, final_states = fwd_pass_state(
+        x, B, dt_chunks, dA_cumsum, initial_states, options.fwd_pass_state,
+        options.transposed_layout, options.low_precision_states)
+    y = compute_out(x, dt_chunks, dA_cumsum, B, C, chunk_states, D=D, z=z,
+                    options=options.compute_out, transposed_layout=options.transposed_layout)
     return (y, final_states) if return_final_states else y

@@ -3,6 +3,7 @@
     python -m mamba2_tile.bench                      # the default sweep, bf16
     python -m mamba2_tile.bench --preset accuracy    # the correctness sweep (bf16 and fp32)
     python -m mamba2_tile.bench --seqlen 4096 --dstate 128 --chunk-size 64 --ngroups 1
+    python -m mamba2_tile.bench --ablation           # the optimizations one by one (see below)
 
 For every shape it prints one row: per-kernel and total time of this package, mamba_ssm's
 ``mamba_chunk_scan_combined`` (when importable) and the PyTorch baseline
@@ -15,6 +16,14 @@ Timing: each implementation is captured in a CUDA graph after warm-up (so Python
 is not measured), then replayed ``--reps`` times with the L2 cache flushed before each replay;
 the median is reported. Results go to ``data/<name>.csv`` and ``.json`` with the GPU, driver,
 CUDA, torch, cuda-tile, tileiras and Triton versions and the date.
+
+Ablation (``--ablation``, preset ``ablation`` unless ``--preset`` is given): for every shape, one
+row per step of the ladder in :data:`LADDER`, each step adding one optimization to the previous
+(baseline, +latency hints, +operand swap, +transposed layout, +tf32 for float32 inputs,
++autotune, +low-precision states for 16-bit inputs), each with its time, its speed-up over the
+baseline and over mamba_ssm, and its error against float64. ``+autotune`` tunes the shape
+(or reads ``mamba2_tile.autotune``'s cache) whatever ``MAMBA2_TILE_AUTOTUNE`` says, and records
+how long that took (``autotune_s``).
 """
 
 import argparse
@@ -28,11 +37,14 @@ import platform
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
 
+from mamba2_tile.autotune import LATENCY_HINT
 from mamba2_tile.cost import Problem, minimal_bytes
+from mamba2_tile.kernels import DEFAULT_OPTIONS
 from mamba2_tile.torch_reference import mamba_chunk_scan_torch
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
@@ -69,11 +81,38 @@ ACCURACY_SHAPES = [
     (1, 16384, 8, 64, 128, 1, 64), (4, 4096, 32, 64, 128, 8, 128), (8, 2048, 64, 64, 64, 8, 128),
     (1, 256, 8, 64, 128, 8, 64), (2, 16384, 64, 64, 64, 8, 256),
 ]
-PRESETS = sorted([*GRIDS, "accuracy"])
+# The ablation's shapes: the targets' batch / heads / headdim, both chunk sizes, both group
+# counts, a long and a short sequence, and float32 (where TF32 is the step that matters).
+ABLATION_SHAPES = [
+    ((8, 4096, 64, 64, 128, 1, 64), "bfloat16"), ((8, 16384, 64, 64, 64, 8, 64), "bfloat16"),
+    ((8, 4096, 64, 64, 128, 8, 128), "bfloat16"), ((8, 1024, 64, 64, 64, 1, 128), "bfloat16"),
+    ((8, 2048, 64, 64, 128, 1, 64), "float32"),
+]
+PRESETS = sorted([*GRIDS, "accuracy", "ablation"])
+
+# (name, switches added to the previous step, which input dtypes the step applies to).
+LADDER = [
+    ("baseline", {}, None),
+    ("+latency", dict(latency=LATENCY_HINT), None),
+    ("+swap", dict(swap_operands=True), None),
+    ("+transposed", dict(transposed_layout=True), None),
+    ("+tf32", dict(tf32=True), ("float32",)),
+    ("+autotune", "autotune", None),
+    ("+bf16_states", dict(low_precision_states=True), ("bfloat16", "float16")),
+]
+
+
+def ladder(dtype):
+    """``[(step name, switches or "autotune")]`` for one input dtype, in order."""
+    return [(name, change) for name, change, dtypes in LADDER if dtypes is None or dtype in dtypes]
 
 
 def sweep(preset, overrides):
     """The shapes of a preset; ``overrides`` (axis -> values) replace a grid preset's axes."""
+    if preset == "ablation":
+        for dims, dtype in ABLATION_SHAPES:
+            yield Shape(*dims, dtype)
+        return
     if preset == "accuracy":
         for dims, dtype in itertools.product(ACCURACY_SHAPES, ["bfloat16", "float32"]):
             yield Shape(*dims, dtype)
@@ -211,6 +250,42 @@ def measure(shape, reps, flush_buffer, copy_rate, triton_fn, stages=True):
     return row
 
 
+def measure_ablation(shape, reps, flush_buffer, triton_fn):
+    """One row per step of the ladder for one shape (see the module doc)."""
+    from mamba2_tile import api, autotune
+
+    inputs = make_inputs(shape)
+    args = (inputs["x"], inputs["dt"], inputs["A"], inputs["B"], inputs["C"], shape.chunk_size)
+    reference = mamba_chunk_scan_torch(*args, D=inputs["D"], compute_dtype=torch.float64)
+    triton_ms = (median_ms(lambda: triton_fn(*args, D=inputs["D"]), reps, flush_buffer)
+                 if triton_fn is not None else None)
+    rows, options, baseline_ms = [], DEFAULT_OPTIONS, None
+    for step, change in ladder(shape.dtype):
+        row = {**dataclasses.asdict(shape), "variant": step}
+        if change == "autotune":
+            start = time.perf_counter()
+            # Tuned on top of the numerics chosen so far (TF32 for float32).
+            options = autotune.tuned_options(*args, base=options)
+            row["autotune_s"] = time.perf_counter() - start
+        else:
+            options = options.with_switches(**change)
+        row["options"] = json.dumps(options.to_dict(), sort_keys=True)
+
+        def run(options=options):
+            return api.forward_with_options(*args, options=options, D=inputs["D"])
+        row["rel_err"], row["max_abs_err"], row["max_rel_err"] = errors(run(), reference)
+        row["mamba2_tile_ms"] = median_ms(run, reps, flush_buffer)
+        baseline_ms = baseline_ms or row["mamba2_tile_ms"]
+        row["vs_baseline"] = baseline_ms / row["mamba2_tile_ms"]
+        if triton_ms is not None:
+            row["mamba_ssm_ms"] = triton_ms
+            row["speedup"] = triton_ms / row["mamba2_tile_ms"]
+        rows.append(row)
+    del inputs, reference
+    torch.cuda.empty_cache()
+    return rows
+
+
 # ------------------------------------------------------------------------------ reporting
 
 def versions():
@@ -270,14 +345,39 @@ def format_table(rows):
     return "\n".join(lines)
 
 
+ABLATION_COLUMNS = [("shape", "{}", 40), ("variant", "{}", 13), ("ms", "{:.3f}", 7),
+                    ("xBase", "{:.2f}", 6), ("triton", "{:.3f}", 7), ("xTriton", "{:.2f}", 7),
+                    ("rel_err", "{:.1e}", 8), ("tune_s", "{:.1f}", 6)]
+ABLATION_KEYS = {"ms": "mamba2_tile_ms", "xBase": "vs_baseline", "triton": "mamba_ssm_ms",
+                 "xTriton": "speedup", "tune_s": "autotune_s"}
+
+
+def format_ablation(rows):
+    lines = [" ".join(f"{name:>{width}}" for name, _, width in ABLATION_COLUMNS)]
+    for row in rows:
+        cells = []
+        for name, fmt, width in ABLATION_COLUMNS:
+            value = Shape(**{f.name: row[f.name] for f in dataclasses.fields(Shape)}).label() \
+                if name == "shape" else row.get(ABLATION_KEYS.get(name, name))
+            cells.append(f"{'-' if value is None else fmt.format(value):>{width}}")
+        lines.append(" ".join(cells))
+    return "\n".join(lines)
+
+
 def summary(rows):
+    """Geomean speed-up over mamba_ssm per chunk size (per ladder step in an ablation)."""
     lines = []
-    for chunk in sorted({r["chunk_size"] for r in rows}):
-        ratios = [r["speedup"] for r in rows if r["chunk_size"] == chunk and r.get("speedup")]
-        if ratios:
-            geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
-            lines.append(f"chunk {chunk}: speed-up over mamba_ssm Triton geomean {geomean:.2f}x, "
-                         f"min {min(ratios):.2f}x, max {max(ratios):.2f}x over {len(ratios)} shapes")
+    variants = sorted({r.get("variant") for r in rows},
+                      key=lambda v: [name for name, _, _ in LADDER].index(v) if v else -1)
+    for variant in variants:
+        for chunk in sorted({r["chunk_size"] for r in rows}):
+            ratios = [r["speedup"] for r in rows if r["chunk_size"] == chunk and r.get("speedup")
+                      and r.get("variant") == variant]
+            if ratios:
+                geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+                lines.append(f"{variant + ': ' if variant else ''}chunk {chunk}: speed-up over "
+                             f"mamba_ssm Triton geomean {geomean:.2f}x, min {min(ratios):.2f}x, "
+                             f"max {max(ratios):.2f}x over {len(ratios)} shapes")
     return "\n".join(lines)
 
 
@@ -300,7 +400,10 @@ def progress(done, total, label):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", choices=PRESETS, default="default")
+    parser.add_argument("--preset", choices=PRESETS,
+                        help="the shapes (default: 'ablation' with --ablation, else 'default')")
+    parser.add_argument("--ablation", action="store_true",
+                        help="time the optimizations one by one (see the module doc)")
     for axis in ("batch", "seqlen", "nheads", "headdim", "dstate", "ngroups", "chunk_size"):
         parser.add_argument(f"--{axis.replace('_', '-')}", type=int, nargs="+", dest=axis,
                             help=f"override the preset's {axis} values")
@@ -311,6 +414,7 @@ def main(argv=None):
     parser.add_argument("--totals-only", action="store_true",
                         help="skip the per-kernel times and the PyTorch baseline (faster)")
     args = parser.parse_args(argv)
+    args.preset = args.preset or ("ablation" if args.ablation else "default")
 
     if not torch.cuda.is_available():
         print("No CUDA GPU found: this benchmark times GPU kernels and needs one. "
@@ -329,19 +433,24 @@ def main(argv=None):
     meta = {"device": device, "date": datetime.date.today().isoformat(),
             "versions": versions(), "copy_gbps": copy_rate / 1e9, "reps": args.reps,
             "command": " ".join(["python -m mamba2_tile.bench", *sys.argv[1:]])}
-    stem = DATA_DIR / (args.name or f"bench_{args.preset}")
+    default_name = (f"bench_{args.preset}_ablation" if args.ablation and args.preset != "ablation"
+                    else f"bench_{args.preset}")
+    stem = DATA_DIR / (args.name or default_name)
     rows = []
     for index, shape in enumerate(shapes):
         progress(index, len(shapes), shape.label())
-        rows.append(measure(shape, args.reps, flush_buffer, copy_rate, triton_fn,
-                            stages=not args.totals_only))
+        if args.ablation:
+            rows.extend(measure_ablation(shape, args.reps, flush_buffer, triton_fn))
+        else:
+            rows.append(measure(shape, args.reps, flush_buffer, copy_rate, triton_fn,
+                                stages=not args.totals_only))
         if not args.no_save:          # after every row, so an interrupted sweep keeps its rows
             save(stem, meta, rows)
     progress(len(shapes), len(shapes), "done")
 
     print(f"\n{device}; device-to-device copy {copy_rate / 1e9:.0f} GB/s; times in ms "
           f"(median of {args.reps} CUDA-graph replays, L2 flushed)")
-    print(format_table(rows))
+    print(format_ablation(rows) if args.ablation else format_table(rows))
     print(summary(rows))
     if not args.no_save:
         print(f"wrote {stem.with_suffix('.json')} and .csv")

@@ -49,3 +49,55 @@ def test_inputs_are_in_range(dtype):
     inputs = bench.make_inputs(shape, device="cpu")
     assert inputs["x"].dtype == getattr(torch, dtype) and inputs["B"].shape == (1, 10, 2, 16)
     assert (inputs["dt"] > 0).all() and (inputs["dt"] < 0.1).all() and (inputs["A"] < 0).all()
+
+
+def test_ablation_ladders():
+    steps = lambda dtype: [name for name, _ in bench.ladder(dtype)]
+    assert steps("bfloat16") == ["baseline", "+latency", "+swap", "+transposed", "+autotune",
+                                 "+bf16_states"]
+    assert steps("float32") == ["baseline", "+latency", "+swap", "+transposed", "+tf32",
+                                "+autotune"]
+    shapes = list(bench.sweep("ablation", {}))
+    assert {s.dtype for s in shapes} == {"bfloat16", "float32"}
+    assert {s.chunk_size for s in shapes} == {64, 128} and {s.ngroups for s in shapes} == {1, 8}
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_ablation_rows_on_the_interpreter(monkeypatch, dtype):
+    # The measuring machinery needs a GPU; the ladder, options and errors do not.
+    from mamba2_tile import autotune
+
+    make_inputs = bench.make_inputs
+    monkeypatch.setattr(bench, "make_inputs", lambda shape: make_inputs(shape, device="cpu"))
+    # Fake timings: a variant whose stage 2 swaps operands "takes" 2 ms, the others 1 ms.
+    monkeypatch.setattr(bench, "median_ms", lambda fn, reps, flush: 1.0 + fn.__defaults__[0]
+                        .fwd_pass_state.swap_operands)
+    tuned = []
+    monkeypatch.setattr(autotune, "tuned_options", lambda *args, base: tuned.append(base) or
+                        base.with_switches(block_p=8, swap_operands=False))
+    shape = bench.Shape(1, 70, 2, 16, 8, 1, 64, dtype)
+    rows = bench.measure_ablation(shape, 3, None, triton_fn=None)
+    assert [r["variant"] for r in rows] == [name for name, _ in bench.ladder(dtype)]
+    by_name = {r["variant"]: r for r in rows}
+    assert by_name["+swap"]["vs_baseline"] == 0.5 and by_name["+autotune"]["vs_baseline"] == 1.0
+    assert "autotune_s" in by_name["+autotune"] and tuned[0].fwd_pass_state.tf32 == (
+        dtype == "float32")
+    assert '"transposed_layout": true' in by_name["+autotune"]["options"]
+    limit = 1e-2 if dtype == "float32" else 6e-2
+    assert all(r["rel_err"] < limit for r in rows)
+    table = bench.format_ablation(rows)
+    assert "+transposed" in table and "b1 l70 h2 p16 n8 g1 c64" in table
+
+
+def test_ablation_summary_is_per_step():
+    rows = [dict(chunk_size=64, variant="baseline", speedup=1.0),
+            dict(chunk_size=64, variant="+swap", speedup=4.0)]
+    lines = bench.summary(rows).splitlines()
+    assert lines[0].startswith("baseline: chunk 64: speed-up over mamba_ssm Triton geomean 1.00x")
+    assert lines[1].startswith("+swap: chunk 64")
+
+
+def test_ablation_without_a_gpu_exits_cleanly(capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert bench.main(["--ablation"]) == 0
+    assert "No CUDA GPU found" in capsys.readouterr().out

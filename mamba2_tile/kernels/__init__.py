@@ -15,19 +15,27 @@ import torch
 from mamba2_tile.kernels.chunk_cumsum import chunk_cumsum, chunk_cumsum_launch
 from mamba2_tile.kernels.compute_out import compute_out, compute_out_launch
 from mamba2_tile.kernels.fwd_pass_state import fwd_pass_state, fwd_pass_state_launch
+from mamba2_tile.kernels.options import DEFAULT_OPTIONS, ForwardOptions, KernelOptions
 
 __all__ = [
     "chunk_cumsum", "chunk_cumsum_launch",
     "fwd_pass_state", "fwd_pass_state_launch",
     "compute_out", "compute_out_launch",
+    "ForwardOptions", "KernelOptions", "DEFAULT_OPTIONS",
     "compile_examples",
 ]
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 CHUNK_SIZES = (64, 128, 256)
+# The optimized variants CI compiles: every switch on at once (bfloat16), and TF32 (float32,
+# the one switch that only exists for float32 inputs). One each keeps the compile test short.
+ALL_SWITCHES = ForwardOptions.uniform(latency=4, swap_operands=True, occupancy=2,
+                                      transposed_layout=True, low_precision_states=True)
+TF32_ONLY = ForwardOptions.uniform(tf32=True)
 
 
-def _example_launches(dtype, chunk_size, options, headdim=64, dstate=64):
+def _example_launches(dtype, chunk_size, options, headdim=64, dstate=64,
+                      forward=DEFAULT_OPTIONS):
     """The three launches of one forward pass on small CPU tensors (never run, only compiled)."""
     batch, seqlen, nheads, ngroups = 1, chunk_size + 3, 4, 2
     x = torch.zeros(batch, seqlen, nheads, headdim, dtype=dtype)
@@ -42,9 +50,13 @@ def _example_launches(dtype, chunk_size, options, headdim=64, dstate=64):
 
     cumsum, (dA_cumsum, dt_c) = chunk_cumsum_launch(
         dt, A, chunk_size, dt_bias=dt_bias, dt_softplus=options,
-        dt_limit=(0.0, 100.0) if options else (0.0, float("inf")))
-    state, (chunk_states, _) = fwd_pass_state_launch(x, B, dt_c, dA_cumsum, initial_states)
-    out, _ = compute_out_launch(x, dt_c, dA_cumsum, B, C, chunk_states, D=D, z=z)
+        dt_limit=(0.0, 100.0) if options else (0.0, float("inf")), options=forward.chunk_cumsum)
+    state, (chunk_states, _) = fwd_pass_state_launch(
+        x, B, dt_c, dA_cumsum, initial_states, forward.fwd_pass_state,
+        forward.transposed_layout, forward.low_precision_states)
+    out, _ = compute_out_launch(x, dt_c, dA_cumsum, B, C, chunk_states, D=D, z=z,
+                                options=forward.compute_out,
+                                transposed_layout=forward.transposed_layout)
     return {"chunk_cumsum": cumsum, "fwd_pass_state": state, "compute_out": out}
 
 
@@ -53,7 +65,8 @@ def compile_examples():
 
     Every input dtype x every chunk size with all optional inputs present, plus the bare
     forward pass (no optional inputs, D of shape (nheads,)) and headdim / dstate that are not
-    powers of two (padded tiles). Arrays are small CPU tensors: only their metadata matters.
+    powers of two (padded tiles), and the optimized variants (``ALL_SWITCHES``, ``TF32_ONLY``).
+    Arrays are small CPU tensors: only their metadata matters.
     """
     configs = [(dtype, chunk, True, 64, 64) for dtype, chunk in itertools.product(DTYPES, CHUNK_SIZES)]
     configs.append((torch.float16, 64, False, 64, 64))
@@ -64,6 +77,14 @@ def compile_examples():
                f"{'' if options else '-bare'}-p{headdim}-n{dstate}")
         for name, launch in launches.items():
             yield f"{name}[{tag}]", launch.kernel, launch.args
+    for tag, dtype, forward, names in [
+        ("bfloat16-chunk64-all-switches", torch.bfloat16, ALL_SWITCHES,
+         ("chunk_cumsum", "fwd_pass_state", "compute_out")),
+        ("float32-chunk64-tf32", torch.float32, TF32_ONLY, ("fwd_pass_state", "compute_out")),
+    ]:
+        launches = _example_launches(dtype, 64, True, forward=forward)
+        for name in names:
+            yield f"{name}[{tag}]", launches[name].kernel, launches[name].args
     # D of shape (nheads,): the other branch of compute_out.
     x = torch.zeros(1, 70, 4, 64, dtype=torch.bfloat16)
     B = torch.zeros(1, 70, 1, 128, dtype=torch.bfloat16)

@@ -9,11 +9,18 @@ later stages read one head at a time.
 
 ``dA_cumsum`` is stored in natural-log units (``exp``, not ``exp2``, reads it back), exactly the
 quantity the reference returns.
+
+Options (:mod:`mamba2_tile.kernels.options`): ``block_h`` and ``occupancy`` only. Stage 1 reads
+one float per token and head, 1/headdim of what the later stages stream, so latency hints or
+layout switches here could not show in a measurement; its signature stays the one notebook 05
+builds.
 """
 
 import torch
 
-from mamba2_tile.kernels.launching import KernelLaunch, cdiv, next_power_of_2, placeholder
+from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, next_power_of_2, placeholder,
+                                           with_hints)
+from mamba2_tile.kernels.options import KernelOptions
 from mamba2_tile.tile import ct
 
 # mamba_ssm applies softplus only below this threshold; above it softplus(dt) == dt to float32
@@ -62,15 +69,14 @@ def chunk_cumsum_kernel(
 
 
 def chunk_cumsum_launch(dt, A, chunk_size, dt_bias=None, dt_softplus=False,
-                        dt_limit=(0.0, float("inf")), block_h=None):
+                        dt_limit=(0.0, float("inf")), options=KernelOptions()):
     """Allocate the outputs and plan the launch; returns ``(KernelLaunch, (dA_cumsum, dt_out))``."""
     batch, seqlen, nheads = dt.shape
     nchunks = cdiv(seqlen, chunk_size)
     dA_cumsum = torch.empty(batch, nheads, nchunks, chunk_size, dtype=torch.float32,
                             device=dt.device)
     dt_out = torch.empty_like(dA_cumsum)
-    if block_h is None:
-        block_h = min(next_power_of_2(nheads), 16)
+    block_h = options.block_h or min(next_power_of_2(nheads), 16)
     grid = (batch, nchunks, cdiv(nheads, block_h))
     args = (
         dt, A, placeholder(dt) if dt_bias is None else dt_bias,
@@ -78,12 +84,14 @@ def chunk_cumsum_launch(dt, A, chunk_size, dt_bias=None, dt_softplus=False,
         chunk_size, block_h, dt_bias is not None, bool(dt_softplus),
         float(dt_limit[0]), float(dt_limit[1]),
     )
-    return KernelLaunch(grid, chunk_cumsum_kernel, args), (dA_cumsum, dt_out)
+    kernel = with_hints(chunk_cumsum_kernel, options.occupancy)
+    return KernelLaunch(grid, kernel, args), (dA_cumsum, dt_out)
 
 
 def chunk_cumsum(dt, A, chunk_size, dt_bias=None, dt_softplus=False,
-                 dt_limit=(0.0, float("inf"))):
+                 dt_limit=(0.0, float("inf")), options=KernelOptions()):
     """Run stage 1; returns ``(dA_cumsum, dt)``, both float32 (batch, nheads, nchunks, chunk_size)."""
-    launch, outputs = chunk_cumsum_launch(dt, A, chunk_size, dt_bias, dt_softplus, dt_limit)
+    launch, outputs = chunk_cumsum_launch(dt, A, chunk_size, dt_bias, dt_softplus, dt_limit,
+                                          options)
     launch.run()
     return outputs

@@ -18,11 +18,20 @@ mamba_ssm, tensor-core operands are cast to the input dtype; accumulation is flo
 
 ``dstate`` is handled as one tile (padded up to a power of two with zeros, which add nothing
 to the dot products); ``headdim`` is tiled by ``BLOCK_P`` and padded the same way.
+
+Options (:mod:`mamba2_tile.kernels.options`, all off by default): ``LATENCY`` hints the loads of
+``x``, ``B``, ``C``, ``z`` and the entering state; ``SWAP_OPERANDS`` accumulates ``yᵀ``
+``(BLOCK_P, BLOCK_M)`` (``h_enter @ C_iᵀ`` and ``x_jᵀ @ scoresᵀ``), so headdim is the mma's M
+dimension however small ``BLOCK_M`` is; ``STATES_TRANSPOSED`` reads ``chunk_states`` as
+``(b, h, c, n, p)``; ``TF32`` rounds float32 mma operands to TF32. ``chunk_states`` may be
+float32 or the input dtype: it is rounded to the dtype of ``C`` either way.
 """
 
 import torch
 
-from mamba2_tile.kernels.launching import KernelLaunch, cdiv, next_power_of_2, placeholder
+from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, next_power_of_2, placeholder,
+                                           with_hints)
+from mamba2_tile.kernels.options import KernelOptions
 from mamba2_tile.tile import ct
 
 
@@ -37,6 +46,10 @@ def compute_out_kernel(
     HAS_D: ct.Constant[bool],
     D_PER_CHANNEL: ct.Constant[bool],             # D is (nheads, headdim) rather than (nheads,)
     HAS_Z: ct.Constant[bool],
+    LATENCY: ct.Constant[int],                    # DRAM latency hint, 1-10; 0 = no hint
+    SWAP_OPERANDS: ct.Constant[bool],             # accumulate yᵀ, (BLOCK_P, BLOCK_M)
+    STATES_TRANSPOSED: ct.Constant[bool],         # chunk_states is (b, h, c, n, p)
+    TF32: ct.Constant[bool],                      # float32 mma operands rounded to TF32
 ):
     blocks_per_chunk = CHUNK_SIZE // BLOCK_M
     m = ct.bid(0) % blocks_per_chunk              # row block inside the chunk
@@ -48,20 +61,35 @@ def compute_out_kernel(
     g = h // (x.shape[2] // B.shape[2])
     row_block = c * blocks_per_chunk + m          # this block's rows, in BLOCK_M units of seqlen
     zero = ct.PaddingMode.ZERO
+    latency = LATENCY if LATENCY > 0 else None
+    mma_dtype = ct.tfloat32 if TF32 else x.dtype
 
     # In the last chunk a whole row block can lie past seqlen: nothing to compute or store
     # (and a load entirely out of bounds is undefined behaviour).
     if row_block * BLOCK_M < x.shape[1]:
         dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, m), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
-        C_i = ct.load(C, (b, row_block, g, 0), (1, BLOCK_M, 1, DSTATE), padding_mode=zero)
-        C_i = ct.reshape(C_i, (BLOCK_M, DSTATE))
+        C_i = ct.load(C, (b, row_block, g, 0), (1, BLOCK_M, 1, DSTATE), padding_mode=zero,
+                      latency=latency)
+        C_i = ct.reshape(C_i, (BLOCK_M, DSTATE)).astype(mma_dtype)
 
         # Inter-chunk: the state entering the chunk, read out by C and decayed to position i.
-        h_enter = ct.load(chunk_states, (b, h, c, p_tile, 0), (1, 1, 1, BLOCK_P, DSTATE),
-                          padding_mode=zero)
-        h_enter = ct.reshape(h_enter, (BLOCK_P, DSTATE)).astype(C.dtype)
-        acc = ct.mma(C_i, ct.transpose(h_enter), ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32))
-        acc = acc * ct.exp(dA_i)
+        # Rounded to the dtype of C first (as mamba_ssm does), then to TF32 if asked.
+        if STATES_TRANSPOSED:
+            h_enter = ct.load(chunk_states, (b, h, c, 0, p_tile), (1, 1, 1, DSTATE, BLOCK_P),
+                              padding_mode=zero, latency=latency)
+            h_enter_t = ct.reshape(h_enter, (DSTATE, BLOCK_P)).astype(C.dtype).astype(mma_dtype)
+        else:
+            h_enter = ct.load(chunk_states, (b, h, c, p_tile, 0), (1, 1, 1, BLOCK_P, DSTATE),
+                              padding_mode=zero, latency=latency)
+            h_enter_t = ct.transpose(
+                ct.reshape(h_enter, (BLOCK_P, DSTATE)).astype(C.dtype).astype(mma_dtype))
+        if SWAP_OPERANDS:
+            acc = ct.mma(ct.transpose(h_enter_t), ct.transpose(C_i),
+                         ct.zeros((BLOCK_P, BLOCK_M), dtype=ct.float32))
+            acc = acc * ct.exp(ct.transpose(dA_i))
+        else:
+            acc = ct.mma(C_i, h_enter_t, ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32))
+            acc = acc * ct.exp(dA_i)
 
         # Intra-chunk: column blocks j = 0 .. m (the ones at or below the diagonal).
         rows = ct.reshape(m * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
@@ -69,11 +97,12 @@ def compute_out_kernel(
             col_block = c * blocks_per_chunk + j
             dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)), (1, BLOCK_M))
             dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (1, BLOCK_M))
-            B_j = ct.load(B, (b, col_block, g, 0), (1, BLOCK_M, 1, DSTATE), padding_mode=zero)
-            B_j = ct.reshape(B_j, (BLOCK_M, DSTATE))
+            B_j = ct.load(B, (b, col_block, g, 0), (1, BLOCK_M, 1, DSTATE), padding_mode=zero,
+                          latency=latency)
+            B_j = ct.reshape(B_j, (BLOCK_M, DSTATE)).astype(mma_dtype)
             x_j = ct.load(x, (b, col_block, h, p_tile), (1, BLOCK_M, 1, BLOCK_P),
-                          padding_mode=zero)
-            x_j = ct.reshape(x_j, (BLOCK_M, BLOCK_P))
+                          padding_mode=zero, latency=latency)
+            x_j = ct.reshape(x_j, (BLOCK_M, BLOCK_P)).astype(mma_dtype)
 
             scores = ct.mma(C_i, ct.transpose(B_j), ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
             cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (1, BLOCK_M))
@@ -81,9 +110,16 @@ def compute_out_kernel(
             # masked to 0 anyway.
             decay = ct.exp(ct.minimum(dA_i - dA_j, 0.0))
             scores = ct.where(rows >= cols, scores * decay * dt_j, 0.0)
-            acc = ct.mma(scores.astype(x.dtype), x_j, acc)
+            scores = scores.astype(x.dtype).astype(mma_dtype)
+            if SWAP_OPERANDS:
+                acc = ct.mma(ct.transpose(x_j), ct.transpose(scores), acc)
+            else:
+                acc = ct.mma(scores, x_j, acc)
+        if SWAP_OPERANDS:
+            acc = ct.transpose(acc)
 
-        x_i = ct.load(x, (b, row_block, h, p_tile), (1, BLOCK_M, 1, BLOCK_P), padding_mode=zero)
+        x_i = ct.load(x, (b, row_block, h, p_tile), (1, BLOCK_M, 1, BLOCK_P), padding_mode=zero,
+                      latency=latency)
         x_i = ct.reshape(x_i, (BLOCK_M, BLOCK_P)).astype(ct.float32)
         if HAS_D:
             if D_PER_CHANNEL:
@@ -93,7 +129,7 @@ def compute_out_kernel(
             acc = acc + x_i * D_h.astype(ct.float32)
         if HAS_Z:
             z_i = ct.load(z, (b, row_block, h, p_tile), (1, BLOCK_M, 1, BLOCK_P),
-                          padding_mode=zero)
+                          padding_mode=zero, latency=latency)
             z_i = ct.reshape(z_i, (BLOCK_M, BLOCK_P)).astype(ct.float32)
             acc = acc * z_i / (1.0 + ct.exp(-z_i))          # y * silu(z)
 
@@ -102,14 +138,17 @@ def compute_out_kernel(
 
 
 def compute_out_launch(x, dt, dA_cumsum, B, C, chunk_states, D=None, z=None,
-                       block_m=None, block_p=None):
-    """Allocate ``y`` (like ``x``) and plan the launch; returns ``(KernelLaunch, y)``."""
+                       options=KernelOptions(), transposed_layout=False):
+    """Allocate ``y`` (like ``x``) and plan the launch; returns ``(KernelLaunch, y)``.
+
+    ``chunk_states`` is ``(b, h, c, n, p)`` when ``transposed_layout`` (as stage 2 wrote it).
+    """
     batch, _, nheads, headdim = x.shape
     dstate = B.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
     y = torch.empty_like(x)
-    block_m = block_m or min(chunk_size, 64)
-    block_p = block_p or min(next_power_of_2(headdim), 64)
+    block_m = min(options.block_m or 64, chunk_size)
+    block_p = options.block_p or min(next_power_of_2(headdim), 64)
     grid = ((chunk_size // block_m) * cdiv(headdim, block_p), batch * nchunks, nheads)
     args = (
         x, dt, dA_cumsum, B, C, chunk_states,
@@ -118,12 +157,17 @@ def compute_out_launch(x, dt, dA_cumsum, B, C, chunk_states, D=None, z=None,
         y,
         chunk_size, block_m, block_p, next_power_of_2(dstate),
         D is not None, D is not None and D.dim() == 2, z is not None,
+        options.latency_constant(), options.swap_operands, transposed_layout,
+        options.use_tf32(x.dtype),
     )
-    return KernelLaunch(grid, compute_out_kernel, args), y
+    kernel = with_hints(compute_out_kernel, options.occupancy)
+    return KernelLaunch(grid, kernel, args), y
 
 
-def compute_out(x, dt, dA_cumsum, B, C, chunk_states, D=None, z=None):
+def compute_out(x, dt, dA_cumsum, B, C, chunk_states, D=None, z=None, options=KernelOptions(),
+                transposed_layout=False):
     """Run stage 3; returns ``y`` with the shape and dtype of ``x``."""
-    launch, y = compute_out_launch(x, dt, dA_cumsum, B, C, chunk_states, D, z)
+    launch, y = compute_out_launch(x, dt, dA_cumsum, B, C, chunk_states, D, z, options,
+                                   transposed_layout)
     launch.run()
     return y

@@ -15,23 +15,39 @@ for the whole sequence. It walks the chunks in order; for each chunk it
 
 ``exp(dA_last - dA_i) <= 1`` always (``A < 0``, ``dt >= 0``), so nothing can overflow.
 Blocks for different heads / state tiles are independent; only the chunk loop is sequential.
+
+The block's work is one tile function behind two kernels: ``fwd_pass_state_kernel``, every
+switch off, keeps the signature notebook 06 and its checks build (a learner's kernel is compiled
+and launched with the package's arguments); ``fwd_pass_state_switched_kernel`` adds the switches.
+
+Options (:mod:`mamba2_tile.kernels.options`, all off by default): ``LATENCY`` hints the ``x`` /
+``B`` loads; ``SWAP_OPERANDS`` keeps the state as ``(BLOCK_N, BLOCK_P)`` and computes
+``Bᵀ @ (x * w)``, so the transpose falls on the loaded ``B`` instead of the computed ``x * w``;
+``STATES_TRANSPOSED`` stores ``chunk_states`` as ``(b, h, c, n, p)``; ``TF32`` rounds float32
+``mma`` operands to TF32. ``chunk_states`` may be allocated in the input dtype (the launcher's
+``low_precision_states``); the kernel only casts to whatever dtype it is given.
 """
 
 import torch
 
-from mamba2_tile.kernels.launching import KernelLaunch, cdiv, next_power_of_2, placeholder
+from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, next_power_of_2, placeholder,
+                                           with_hints)
+from mamba2_tile.kernels.options import KernelOptions
 from mamba2_tile.tile import ct
 
 
-@ct.kernel
-def fwd_pass_state_kernel(
+@ct.function
+def fwd_pass_state_tile(
     x, B, dt, dA_cumsum, initial_states,   # (b, l, h, p), (b, l, g, n), (b, h, c, s) x2, (b, h, p, n)
-    chunk_states, final_states,            # outputs: (b, h, c, p, n), (b, h, p, n), float32
-    CHUNK_SIZE: ct.Constant[int],
-    BLOCK_P: ct.Constant[int],
-    BLOCK_N: ct.Constant[int],
-    HAS_INITIAL_STATES: ct.Constant[bool],
+    chunk_states, final_states,            # out: (b, h, c, p, n) or (b, h, c, n, p); (b, h, p, n)
+    CHUNK_SIZE, BLOCK_P, BLOCK_N,
+    HAS_INITIAL_STATES,
+    LATENCY,                               # DRAM latency hint for x and B, 1-10; 0 = no hint
+    SWAP_OPERANDS,                         # state kept as (BLOCK_N, BLOCK_P): Bᵀ @ (x * w)
+    STATES_TRANSPOSED,                     # chunk_states is (b, h, c, n, p)
+    TF32,                                  # float32 mma operands rounded to TF32
 ):
+    """The work of one block, shared by both kernels below (compile-time constants throughout)."""
     nheads = x.shape[2]
     b = ct.bid(0) // nheads
     h = ct.bid(0) % nheads
@@ -40,6 +56,8 @@ def fwd_pass_state_kernel(
     g = h // (nheads // B.shape[2])        # the group whose B this head reads
     nchunks = dA_cumsum.shape[2]
     zero = ct.PaddingMode.ZERO
+    latency = LATENCY if LATENCY > 0 else None
+    mma_dtype = ct.tfloat32 if TF32 else x.dtype
 
     if HAS_INITIAL_STATES:
         state = ct.load(initial_states, (b, h, p_tile, n_tile), (1, 1, BLOCK_P, BLOCK_N),
@@ -47,10 +65,18 @@ def fwd_pass_state_kernel(
         state = ct.reshape(state, (BLOCK_P, BLOCK_N)).astype(ct.float32)
     else:
         state = ct.zeros((BLOCK_P, BLOCK_N), dtype=ct.float32)
+    if SWAP_OPERANDS:
+        state = ct.transpose(state)
 
     for c in range(nchunks):
-        ct.store(chunk_states, (b, h, c, p_tile, n_tile),
-                 ct.reshape(state, (1, 1, 1, BLOCK_P, BLOCK_N)))
+        if STATES_TRANSPOSED:
+            entering = state if SWAP_OPERANDS else ct.transpose(state)
+            ct.store(chunk_states, (b, h, c, n_tile, p_tile),
+                     ct.reshape(entering, (1, 1, 1, BLOCK_N, BLOCK_P)).astype(chunk_states.dtype))
+        else:
+            entering = ct.transpose(state) if SWAP_OPERANDS else state
+            ct.store(chunk_states, (b, h, c, p_tile, n_tile),
+                     ct.reshape(entering, (1, 1, 1, BLOCK_P, BLOCK_N)).astype(chunk_states.dtype))
 
         # Decay weights as a column, one per position of the chunk. Past seqlen dt = 0 (stage 1),
         # so padded positions get weight 0; dA_last is the cumsum at the chunk's last position.
@@ -59,32 +85,75 @@ def fwd_pass_state_kernel(
         dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)), (1, 1))
         weight = ct.exp(dA_last - dA) * dt_c
 
-        x_c = ct.load(x, (b, c, h, p_tile), (1, CHUNK_SIZE, 1, BLOCK_P), padding_mode=zero)
+        x_c = ct.load(x, (b, c, h, p_tile), (1, CHUNK_SIZE, 1, BLOCK_P), padding_mode=zero,
+                      latency=latency)
         x_c = ct.reshape(x_c, (CHUNK_SIZE, BLOCK_P))
-        B_c = ct.load(B, (b, c, g, n_tile), (1, CHUNK_SIZE, 1, BLOCK_N), padding_mode=zero)
-        B_c = ct.reshape(B_c, (CHUNK_SIZE, BLOCK_N))
+        B_c = ct.load(B, (b, c, g, n_tile), (1, CHUNK_SIZE, 1, BLOCK_N), padding_mode=zero,
+                      latency=latency)
+        B_c = ct.reshape(B_c, (CHUNK_SIZE, BLOCK_N)).astype(mma_dtype)
 
-        x_weighted = (x_c.astype(ct.float32) * weight).astype(x.dtype)
-        state = ct.mma(ct.transpose(x_weighted), B_c, state * ct.exp(dA_last))
+        # Rounded to the input dtype first (as mamba_ssm does), then to TF32 if asked.
+        x_weighted = (x_c.astype(ct.float32) * weight).astype(x.dtype).astype(mma_dtype)
+        if SWAP_OPERANDS:
+            state = ct.mma(ct.transpose(B_c), x_weighted, state * ct.exp(dA_last))
+        else:
+            state = ct.mma(ct.transpose(x_weighted), B_c, state * ct.exp(dA_last))
 
+    if SWAP_OPERANDS:
+        state = ct.transpose(state)
     ct.store(final_states, (b, h, p_tile, n_tile), ct.reshape(state, (1, 1, BLOCK_P, BLOCK_N)))
 
 
-def fwd_pass_state_launch(x, B, dt, dA_cumsum, initial_states=None, block_p=None, block_n=None):
+@ct.kernel
+def fwd_pass_state_kernel(
+    x, B, dt, dA_cumsum, initial_states, chunk_states, final_states,
+    CHUNK_SIZE: ct.Constant[int],
+    BLOCK_P: ct.Constant[int],
+    BLOCK_N: ct.Constant[int],
+    HAS_INITIAL_STATES: ct.Constant[bool],
+):
+    """Every switch off: the validated kernel, with the signature notebook 06 builds."""
+    fwd_pass_state_tile(x, B, dt, dA_cumsum, initial_states, chunk_states, final_states,
+                        CHUNK_SIZE, BLOCK_P, BLOCK_N, HAS_INITIAL_STATES, 0, False, False, False)
+
+
+@ct.kernel
+def fwd_pass_state_switched_kernel(
+    x, B, dt, dA_cumsum, initial_states, chunk_states, final_states,
+    CHUNK_SIZE: ct.Constant[int],
+    BLOCK_P: ct.Constant[int],
+    BLOCK_N: ct.Constant[int],
+    HAS_INITIAL_STATES: ct.Constant[bool],
+    LATENCY: ct.Constant[int],
+    SWAP_OPERANDS: ct.Constant[bool],
+    STATES_TRANSPOSED: ct.Constant[bool],
+    TF32: ct.Constant[bool],
+):
+    """Any switch on (see :mod:`mamba2_tile.kernels.options`)."""
+    fwd_pass_state_tile(x, B, dt, dA_cumsum, initial_states, chunk_states, final_states,
+                        CHUNK_SIZE, BLOCK_P, BLOCK_N, HAS_INITIAL_STATES,
+                        LATENCY, SWAP_OPERANDS, STATES_TRANSPOSED, TF32)
+
+
+def fwd_pass_state_launch(x, B, dt, dA_cumsum, initial_states=None, options=KernelOptions(),
+                          transposed_layout=False, low_precision_states=False):
     """Allocate the outputs and plan the launch.
 
     Returns ``(KernelLaunch, (chunk_states, final_states))``. Tiles default to 64 x 64, shrunk to
-    the next power of two of ``headdim`` / ``dstate`` when those are smaller.
+    the next power of two of ``headdim`` / ``dstate`` when those are smaller. ``chunk_states`` is
+    ``(b, h, c, n, p)`` when ``transposed_layout``, and in the input dtype when
+    ``low_precision_states``; ``final_states`` is always ``(b, h, p, n)`` float32.
     """
     batch, _, nheads, headdim = x.shape
     dstate = B.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
-    chunk_states = torch.empty(batch, nheads, nchunks, headdim, dstate, dtype=torch.float32,
-                               device=x.device)
+    state_dims = (dstate, headdim) if transposed_layout else (headdim, dstate)
+    chunk_states = torch.empty(batch, nheads, nchunks, *state_dims, device=x.device,
+                               dtype=x.dtype if low_precision_states else torch.float32)
     final_states = torch.empty(batch, nheads, headdim, dstate, dtype=torch.float32,
                                device=x.device)
-    block_p = block_p or min(next_power_of_2(headdim), 64)
-    block_n = block_n or min(next_power_of_2(dstate), 64)
+    block_p = options.block_p or min(next_power_of_2(headdim), 64)
+    block_n = options.block_n or min(next_power_of_2(dstate), 64)
     grid = (batch * nheads, cdiv(headdim, block_p), cdiv(dstate, block_n))
     args = (
         x, B, dt, dA_cumsum,
@@ -92,11 +161,20 @@ def fwd_pass_state_launch(x, B, dt, dA_cumsum, initial_states=None, block_p=None
         chunk_states, final_states,
         chunk_size, block_p, block_n, initial_states is not None,
     )
-    return KernelLaunch(grid, fwd_pass_state_kernel, args), (chunk_states, final_states)
+    switches = (options.latency_constant(), options.swap_operands, transposed_layout,
+                options.use_tf32(x.dtype))
+    if any(switches):
+        kernel, args = fwd_pass_state_switched_kernel, args + switches
+    else:
+        kernel = fwd_pass_state_kernel
+    kernel = with_hints(kernel, options.occupancy)
+    return KernelLaunch(grid, kernel, args), (chunk_states, final_states)
 
 
-def fwd_pass_state(x, B, dt, dA_cumsum, initial_states=None):
-    """Run stage 2; returns ``(chunk_states, final_states)`` in float32."""
-    launch, outputs = fwd_pass_state_launch(x, B, dt, dA_cumsum, initial_states)
+def fwd_pass_state(x, B, dt, dA_cumsum, initial_states=None, options=KernelOptions(),
+                   transposed_layout=False, low_precision_states=False):
+    """Run stage 2; returns ``(chunk_states, final_states)`` (see ``fwd_pass_state_launch``)."""
+    launch, outputs = fwd_pass_state_launch(x, B, dt, dA_cumsum, initial_states, options,
+                                            transposed_layout, low_precision_states)
     launch.run()
     return outputs

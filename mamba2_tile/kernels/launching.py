@@ -9,6 +9,7 @@ interpreter for CPU tensors).
 """
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 
 @dataclass(frozen=True)
@@ -40,3 +41,13 @@ def placeholder(like):
     time (and the interpreter never reaches it), but every kernel parameter still needs an array.
     """
     return like.new_zeros(1)
+
+
+@lru_cache(maxsize=None)
+def with_hints(kernel, occupancy=None):
+    """``kernel`` with compiler hints replaced; ``None`` keeps the kernel as declared.
+
+    Memoised: cuTile keeps one JIT cache per kernel object, so a fresh ``replace_hints`` object
+    on every launch would recompile every time.
+    """
+    return kernel if occupancy is None else kernel.replace_hints(occupancy=occupancy)

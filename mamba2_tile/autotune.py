@@ -1,0 +1,252 @@
+"""Pick the kernels' tile sizes, occupancy and switches per GPU and shape, and remember them.
+
+    MAMBA2_TILE_AUTOTUNE=1 python train.py     # tune each new shape class once, then reuse
+
+Off by default: until the H200 measurements show the tuned kernels beat the validated defaults,
+:func:`mamba2_tile.api.mamba_chunk_scan_combined` runs the defaults
+(:data:`mamba2_tile.kernels.DEFAULT_OPTIONS`) unless ``MAMBA2_TILE_AUTOTUNE=1``.
+``MAMBA2_TILE_AUTOTUNE=0`` (or unset) turns tuning off; CPU tensors (the interpreter) are never
+tuned, whatever the switch says.
+
+What is tuned. Only what leaves the results unchanged: tile sizes, occupancy, latency hints,
+operand swap and the ``chunk_states`` layout. ``tf32`` and ``low_precision_states`` change the
+numerics and stay as the caller set them (``base`` options). The search runs in two stages per
+kernel, each one ``cuda.tile.tune.exhaustive_search`` (compile, warm up, time with L2 flushed):
+
+1. tile sizes x occupancy, switches off (:func:`tile_space`);
+2. with the best tiles: latency hint x operand swap x layout (:func:`switch_space`).
+
+``transposed_layout`` is shared by stage 2 and stage 3 (one writes ``chunk_states``, the other
+reads it), so it is chosen for the pair: the layout whose two best times add up to less.
+About 43 configurations when headdim and dstate are 64 or more (fewer below), each a
+compilation (about a second) plus a few timed runs: under a minute per new shape class.
+
+What is remembered. One JSON file, ``$MAMBA2_TILE_CACHE_DIR/autotune.json`` (default
+``~/.cache/mamba2_tile/``), one entry per (GPU name, kernel, shape class) — the shape class
+being (chunk_size, headdim, dstate, ngroups == 1, seqlen bucket, dtype), see
+:func:`shape_class` — holding the chosen :class:`KernelOptions`, the layout and the time. A
+second run (or process) reads the file instead of tuning; delete the file to re-tune.
+"""
+
+import json
+import os
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import torch
+
+from mamba2_tile.kernels import (DEFAULT_OPTIONS, KernelOptions,
+                                 chunk_cumsum, chunk_cumsum_launch, compute_out_launch,
+                                 fwd_pass_state, fwd_pass_state_launch)
+from mamba2_tile.kernels.launching import next_power_of_2
+
+AUTOTUNE_ENV = "MAMBA2_TILE_AUTOTUNE"
+CACHE_DIR_ENV = "MAMBA2_TILE_CACHE_DIR"
+CACHE_FILE = "autotune.json"
+KERNELS = ("chunk_cumsum", "fwd_pass_state", "compute_out")
+OCCUPANCIES = (None, 2, 4)      # None: the compiler's choice
+LATENCY_HINT = 4            # a mid-range "this comes from DRAM" hint; 1-10, higher = farther
+MIN_SEQLEN_BUCKET = 1024    # shorter sequences all tune alike: few chunks, launch-bound
+
+
+def enabled():
+    """True only when ``MAMBA2_TILE_AUTOTUNE`` is set to 1 / true / yes / on."""
+    return os.environ.get(AUTOTUNE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def cache_path():
+    directory = os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "mamba2_tile"
+    return Path(directory) / CACHE_FILE
+
+
+@dataclass(frozen=True)
+class ShapeClass:
+    """Shapes that share their best options: the kernels' tiles and loops depend on these."""
+
+    chunk_size: int
+    headdim: int
+    dstate: int
+    single_group: bool       # ngroups == 1: every head reads the same B and C (L2 reuse)
+    seqlen_bucket: int       # next power of two of seqlen, at least MIN_SEQLEN_BUCKET
+    dtype: str
+
+    def tag(self):
+        return (f"c{self.chunk_size}-p{self.headdim}-n{self.dstate}-"
+                f"g{'1' if self.single_group else 'n'}-l{self.seqlen_bucket}-{self.dtype}")
+
+
+def shape_class(x, B, chunk_size):
+    _, seqlen, _, headdim = x.shape
+    return ShapeClass(chunk_size, headdim, B.shape[3], B.shape[2] == 1,
+                      next_power_of_2(max(seqlen, MIN_SEQLEN_BUCKET)),
+                      str(x.dtype).removeprefix("torch."))
+
+
+def cache_key(gpu, kernel, shape, base=DEFAULT_OPTIONS):
+    """One entry per (GPU, kernel, shape class), and per numerics the caller fixed (``base``):
+    TF32 and low-precision states change the timings, so they are tuned separately."""
+    numerics = "".join(["-tf32" if base.fwd_pass_state.use_tf32(getattr(torch, shape.dtype))
+                        else "", "-lowstates" if base.low_precision_states else ""])
+    return f"{gpu} | {kernel} | {shape.tag()}{numerics}"
+
+
+# ------------------------------------------------------------------------------ the cache
+
+def load_cache(path=None):
+    path = path or cache_path()
+    try:
+        return json.loads(Path(path).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def save_cache(entries, path=None):
+    """Merge ``entries`` into the file (another process may have added shapes meanwhile)."""
+    path = Path(path or cache_path())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    merged = {**load_cache(path), **entries}
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
+    temporary.replace(path)          # atomic: a reader never sees half a file
+
+
+def options_from_entries(entries, base=DEFAULT_OPTIONS):
+    """The :class:`ForwardOptions` the three cached entries describe (tf32 etc. from ``base``)."""
+    chosen = {kernel: replace(KernelOptions(**entries[kernel]["options"]),
+                              tf32=getattr(base, kernel).tf32) for kernel in KERNELS}
+    return replace(base, **chosen,
+                   transposed_layout=entries["fwd_pass_state"]["transposed_layout"])
+
+
+# ------------------------------------------------------------------------------ search spaces
+
+def tile_space(kernel, x, B):
+    """Stage 1: tile sizes x occupancy, as :class:`KernelOptions` (switches off)."""
+    headdim, dstate, nheads = x.shape[3], B.shape[3], x.shape[2]
+    p_max, n_max = next_power_of_2(headdim), next_power_of_2(dstate)
+    if kernel == "chunk_cumsum":
+        tiles = [dict(block_h=h) for h in sorted({min(h, next_power_of_2(nheads))
+                                                  for h in (8, 16, 32)})]
+    elif kernel == "fwd_pass_state":
+        tiles = [dict(block_p=p, block_n=n) for p, n in
+                 sorted({(min(p, p_max), min(n, n_max)) for p, n in ((64, 64), (32, 64),
+                                                                     (64, 32))})]
+    else:
+        tiles = [dict(block_m=m, block_p=p) for m, p in
+                 sorted({(m, min(p, p_max)) for m in (32, 64) for p in (32, 64)})]
+    occupancies = OCCUPANCIES if kernel != "chunk_cumsum" else (None, 2)
+    return [KernelOptions(**tile, occupancy=o) for tile in tiles for o in occupancies]
+
+
+def switch_space(best):
+    """Stage 2: latency hint x operand swap around the best tiles (searched once per layout)."""
+    return [replace(best, latency=latency, swap_operands=swap)
+            for latency in (None, LATENCY_HINT) for swap in (False, True)]
+
+
+# ------------------------------------------------------------------------------ tuning
+
+def _exhaustive_search(space, plan):
+    """``cuda.tile.tune.exhaustive_search`` over ``space``, ``plan(config)`` giving the launch."""
+    import cuda.tile.tune
+
+    return cuda.tile.tune.exhaustive_search(
+        space, torch.cuda.current_stream(),
+        grid_fn=lambda config: plan(config).grid,
+        kernel=lambda config: plan(config).kernel,
+        args_fn=lambda config: plan(config).args,
+        quiet=True,
+    )
+
+
+def _memoised(make):
+    """One launch per configuration: the search calls grid, kernel and args many times."""
+    plans = {}
+
+    def plan(config):
+        if config not in plans:
+            plans[config] = make(config)
+        return plans[config]
+    return plan
+
+
+def tune(x, dt, A, B, C, chunk_size, base=DEFAULT_OPTIONS, search=_exhaustive_search):
+    """Tune the three kernels on these inputs; returns cache entries ``{kernel: entry}``.
+
+    ``search(space, plan)`` returns an object with ``.best.config`` and ``.best.mean_us``
+    (cuTile's ``TuningResult``); tests inject a fake one.
+    """
+    dA_cumsum, dt_c = chunk_cumsum(dt, A, chunk_size)
+    entries = {}
+
+    def tile_stage(kernel, make):
+        result = search(tile_space(kernel, x, B), _memoised(lambda options: make(options, False)))
+        return result.best
+
+    cumsum = tile_stage("chunk_cumsum", lambda options, _: chunk_cumsum_launch(
+        dt, A, chunk_size, options=options)[0])
+    entries["chunk_cumsum"] = dict(options=asdict(cumsum.config), transposed_layout=False,
+                                   mean_us=cumsum.mean_us)
+
+    # compute_out reads chunk_states in the layout (and dtype) stage 2 writes: one per layout.
+    states = {layout: fwd_pass_state(x, B, dt_c, dA_cumsum, transposed_layout=layout,
+                                     low_precision_states=base.low_precision_states)[0]
+              for layout in (False, True)}
+    makers = {
+        "fwd_pass_state": lambda options, layout: fwd_pass_state_launch(
+            x, B, dt_c, dA_cumsum, None, replace(options, tf32=base.fwd_pass_state.tf32),
+            layout, base.low_precision_states)[0],
+        "compute_out": lambda options, layout: compute_out_launch(
+            x, dt_c, dA_cumsum, B, C, states[layout],
+            options=replace(options, tf32=base.compute_out.tf32), transposed_layout=layout)[0],
+    }
+    by_layout = {}
+    for kernel, make in makers.items():
+        tiles = tile_stage(kernel, make).config
+        for layout in (False, True):
+            by_layout[kernel, layout] = search(
+                switch_space(tiles),
+                _memoised(lambda options, layout=layout: make(options, layout))).best
+    layout = min((False, True), key=lambda lay: sum(by_layout[k, lay].mean_us for k in makers))
+    for kernel in makers:
+        best = by_layout[kernel, layout]
+        entries[kernel] = dict(options=asdict(best.config), transposed_layout=layout,
+                               mean_us=best.mean_us)
+    return entries
+
+
+# In-process memory of the file, so a tuned shape costs one dict lookup per call.
+_memory = {}
+
+
+def forward_options(x, dt, A, B, C, chunk_size, base=DEFAULT_OPTIONS, search=None):
+    """The options for this call: ``base`` unless tuning is on and the tensors are on a GPU;
+    then :func:`tuned_options`."""
+    if not (enabled() and x.is_cuda):
+        return base
+    return tuned_options(x, dt, A, B, C, chunk_size, base, search)
+
+
+def tuned_options(x, dt, A, B, C, chunk_size, base=DEFAULT_OPTIONS, search=None):
+    """The cached choice for (GPU, kernel, shape class), tuning first if there is none."""
+    gpu = torch.cuda.get_device_name(x.device)
+    shape = shape_class(x, B, chunk_size)
+    keys = {kernel: cache_key(gpu, kernel, shape, base) for kernel in KERNELS}
+    if not all(key in _memory for key in keys.values()):
+        _memory.update(load_cache())
+    if not all(key in _memory for key in keys.values()):
+        entries = tune(x, dt, A, B, C, chunk_size, base, search or _exhaustive_search)
+        tuned = {keys[kernel]: entry for kernel, entry in entries.items()}
+        save_cache(tuned)
+        _memory.update(tuned)
+    return options_from_entries({kernel: _memory[key] for kernel, key in keys.items()}, base)
+
+
+def clear_memory():
+    """Forget what this process has read from the cache file (tests; after deleting it)."""
+    _memory.clear()
+
+
+__all__ = ["enabled", "cache_path", "ShapeClass", "shape_class", "cache_key", "load_cache",
+           "save_cache", "options_from_entries", "tile_space", "switch_space", "tune",
+           "forward_options", "tuned_options", "clear_memory"]
