@@ -1,7 +1,7 @@
 """The notebook 00 checks pass the right byte counts and fail the usual slips."""
 
 from mamba2_tile.checks.welcome import check_kv_cache_bytes, check_ssm_state_bytes
-from mamba2_tile.plots.memory import (
+from mamba2_tile.memory import (
     crossover_seqlen, format_bytes, kv_cache_bytes, ssm_state_bytes,
 )
 
@@ -65,3 +65,16 @@ def test_checks_wait_for_unfinished_exercises(capsys):
 def test_a_missing_return_is_reported(capsys):
     assert not check_kv_cache_bytes(lambda **sizes: None)
     assert "forget to `return`" in capsys.readouterr().out
+
+
+def test_memory_plots_draw_from_the_package_formulas():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mamba2_tile.plots import memory as plots
+
+    assert plots.kv_cache_bytes is kv_cache_bytes and plots.ssm_state_bytes is ssm_state_bytes
+    for fig in (plots.plot_kv_cache_vs_state(), plots.plot_layer_memory()):
+        assert len(fig.axes) == 1
+        plt.close(fig)

@@ -8,7 +8,7 @@ and on a mismatch names the call that went wrong.
 import numpy as np
 
 from mamba2_tile.checks.feedback import NOT_DONE, attempt, compare
-from mamba2_tile.plots.memory import kv_cache_bytes, ssm_state_bytes
+from mamba2_tile.memory import kv_cache_bytes, ssm_state_bytes
 
 # Distinct primes make every factor visible: a wrong product cannot match by accident.
 _ODD_KV = dict(seqlen=1031, nlayers=7, nheads=3, headdim=11, bytes_per_value=2)
