@@ -333,16 +333,21 @@ ROW_KEYS = {"cumsum": "chunk_cumsum_ms", "state": "fwd_pass_state_ms", "out": "c
             "%copy": "copy_fraction", "triton_err": "mamba_ssm_rel_err"}
 
 
-def format_table(rows):
-    lines = [" ".join(f"{name:>{width}}" for name, _, width in COLUMNS)]
+def _table(rows, columns, keys):
+    """Fixed-width text table; ``keys`` maps a column header to its row field."""
+    lines = [" ".join(f"{name:>{width}}" for name, _, width in columns)]
     for row in rows:
         cells = []
-        for name, fmt, width in COLUMNS:
+        for name, fmt, width in columns:
             value = Shape(**{f.name: row[f.name] for f in dataclasses.fields(Shape)}).label() \
-                if name == "shape" else row.get(ROW_KEYS.get(name, name))
+                if name == "shape" else row.get(keys.get(name, name))
             cells.append(f"{'-' if value is None else fmt.format(value):>{width}}")
         lines.append(" ".join(cells))
     return "\n".join(lines)
+
+
+def format_table(rows):
+    return _table(rows, COLUMNS, ROW_KEYS)
 
 
 ABLATION_COLUMNS = [("shape", "{}", 40), ("variant", "{}", 13), ("ms", "{:.3f}", 7),
@@ -353,15 +358,7 @@ ABLATION_KEYS = {"ms": "mamba2_tile_ms", "xBase": "vs_baseline", "triton": "mamb
 
 
 def format_ablation(rows):
-    lines = [" ".join(f"{name:>{width}}" for name, _, width in ABLATION_COLUMNS)]
-    for row in rows:
-        cells = []
-        for name, fmt, width in ABLATION_COLUMNS:
-            value = Shape(**{f.name: row[f.name] for f in dataclasses.fields(Shape)}).label() \
-                if name == "shape" else row.get(ABLATION_KEYS.get(name, name))
-            cells.append(f"{'-' if value is None else fmt.format(value):>{width}}")
-        lines.append(" ".join(cells))
-    return "\n".join(lines)
+    return _table(rows, ABLATION_COLUMNS, ABLATION_KEYS)
 
 
 def summary(rows):
