@@ -25,7 +25,8 @@ import numpy as np
 import torch
 
 from mamba2_tile import dispatch, reference
-from mamba2_tile.checks.feedback import NOT_DONE, attempt, compare, launch_exercise
+from mamba2_tile.checks.feedback import (NOT_DONE, attempt, compare, compare_counts,
+                                         launch_exercise)
 from mamba2_tile.plots.compute_out import interaction_matrix_bytes
 from mamba2_tile.tolerances import GPU_TOLERANCES, TOLERANCES
 
@@ -43,9 +44,9 @@ _BYTES_CASES = [  # batch, seqlen, nheads, chunk_size, bytes_per_value
 ]
 
 
-def _bytes_hint(got, cases):
+def _bytes_hint(got):
     def matches(fn):
-        return np.allclose(got, [fn(*case) for case in cases])
+        return np.allclose(got, [fn(*case) for case in _BYTES_CASES])
 
     if matches(lambda b, l, h, s, v: b * h * (l // s) * s * s * v):
         return ("the last chunk is padded to a full chunk (the kernel computes it whole): "
@@ -62,24 +63,8 @@ def _bytes_hint(got, cases):
 
 def check_interaction_matrix_bytes(fn):
     """Check ``interaction_matrix_bytes(batch, seqlen, nheads, chunk_size, bytes_per_value)``."""
-    name = "interaction_matrix_bytes"
-    answers = []
-    for case in _BYTES_CASES:
-        answer = attempt(name, fn, *case)
-        if answer is NOT_DONE:
-            return False
-        if answer is None:
-            return compare(name, None, None)
-        answers.append(float(answer))
-    got = np.array(answers)
-    expected = np.array([float(interaction_matrix_bytes(*case)) for case in _BYTES_CASES])
-    if compare(name, got, expected, atol=0.5, rtol=0.0, hint=_bytes_hint(got, _BYTES_CASES)):
-        return True
-    first = int(np.argmax(np.abs(got - expected) > 0.5))
-    batch, seqlen, nheads, chunk_size, value = _BYTES_CASES[first]
-    print(f"   Call [{first}] was {name}(batch={batch}, seqlen={seqlen}, nheads={nheads}, "
-          f"chunk_size={chunk_size}, bytes_per_value={value}): expected {expected[first]:.0f}.")
-    return False
+    return compare_counts("interaction_matrix_bytes", fn, interaction_matrix_bytes,
+                          _BYTES_CASES, hint=_bytes_hint)
 
 
 # --------------------------------------------------------------------------------------------

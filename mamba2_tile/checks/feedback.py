@@ -116,3 +116,34 @@ def compare(name, got, expected, *, atol=1e-10, rtol=1e-8, hint=None, max_listed
     if hint:
         print(f"   Hint: {hint}")
     return False
+
+
+def compare_counts(name, fn, reference, cases, hint):
+    """Check a counting exercise (bytes, FLOPs) on several ``cases`` at once.
+
+    A case is a dict (the learner's function is called with keywords) or a tuple (called
+    positionally, in the order of ``reference``'s parameters). ``hint`` is a string, or a
+    function of the learner's answers that returns one (to name the mistake those answers
+    reveal). On a mismatch the first wrong call is spelled out in full.
+    """
+    answers = []
+    for case in cases:
+        answer = (attempt(name, fn, **case) if isinstance(case, dict)
+                  else attempt(name, fn, *case))
+        if answer is NOT_DONE:
+            return False
+        if answer is None:
+            return compare(name, None, None)
+        answers.append(float(answer))
+    got = np.array(answers)
+    expected = np.array([float(reference(**case) if isinstance(case, dict) else reference(*case))
+                         for case in cases])
+    if compare(name, got, expected, atol=0.5, rtol=0.0, hint=hint(got) if callable(hint) else hint):
+        return True
+    first = int(np.argmax(np.abs(got - expected) > 0.5))
+    case = cases[first]
+    if not isinstance(case, dict):
+        case = dict(zip(inspect.signature(reference).parameters, case))
+    call = ", ".join(f"{k}={v}" for k, v in case.items())
+    print(f"   Call [{first}] was {name}({call}): expected {expected[first]:.0f}.")
+    return False

@@ -82,8 +82,11 @@ def _close(got, candidate, tol):
     return got.shape == candidate.shape and np.allclose(got, candidate, rtol=tol, atol=tol * scale)
 
 
-def _unpack(name, result):
-    """The learner's function must return ``(y, final_states)``."""
+def _call_for_pair(name, fn, *args, **kwargs):
+    """Run the learner's function, which must return ``(y, final_states)``; None otherwise."""
+    result = attempt(name, fn, *args, **kwargs)
+    if result is NOT_DONE:
+        return None
     if not (isinstance(result, (tuple, list)) and len(result) == 2):
         print(f"❌ {name}: expected a pair (y, final_states), got {type(result).__name__}.")
         return None
@@ -122,11 +125,8 @@ def check_ssd_forward(ssd_forward, device=None):
         inputs = random_inputs(seed, batch, seqlen, nheads, headdim, ngroups, dstate,
                                device=device, **options)
         tensors = {k: v for k, v in inputs.items() if k not in ("x", "dt", "A", "B", "C")}
-        result = attempt(name, ssd_forward, inputs["x"], inputs["dt"], inputs["A"], inputs["B"],
-                         inputs["C"], chunk_size, **tensors)
-        if result is NOT_DONE:
-            return False
-        result = _unpack(name, result)
+        result = _call_for_pair(name, ssd_forward, inputs["x"], inputs["dt"], inputs["A"],
+                                inputs["B"], inputs["C"], chunk_size, **tensors)
         if result is None:
             return False
         y, final_states = result
@@ -175,11 +175,8 @@ def check_forward_in_two_parts(forward_in_two_parts, device=None):
     for seed, batch, seqlen, nheads, headdim, ngroups, dstate, chunk_size, split in cases:
         inputs = random_inputs(seed, batch, seqlen, nheads, headdim, ngroups, dstate,
                                device=device, D=False)
-        result = attempt(name, forward_in_two_parts, inputs["x"], inputs["dt"], inputs["A"],
-                         inputs["B"], inputs["C"], chunk_size, split)
-        if result is NOT_DONE:
-            return False
-        result = _unpack(name, result)
+        result = _call_for_pair(name, forward_in_two_parts, inputs["x"], inputs["dt"],
+                                inputs["A"], inputs["B"], inputs["C"], chunk_size, split)
         if result is None:
             return False
         y, final_states = result

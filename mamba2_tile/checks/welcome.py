@@ -7,7 +7,7 @@ and on a mismatch names the call that went wrong.
 
 import numpy as np
 
-from mamba2_tile.checks.feedback import NOT_DONE, attempt, compare
+from mamba2_tile.checks.feedback import compare_counts
 from mamba2_tile.memory import kv_cache_bytes, ssm_state_bytes
 
 # Distinct primes make every factor visible: a wrong product cannot match by accident.
@@ -36,32 +36,9 @@ def _state_cases(seed=0):
     return cases
 
 
-def _call_string(name, case):
-    return f"{name}(" + ", ".join(f"{k}={v}" for k, v in case.items()) + ")"
-
-
-def _check_sizes(name, fn, reference, cases, hint):
-    answers = []
-    for case in cases:
-        answer = attempt(name, fn, **case)
-        if answer is NOT_DONE:
-            return False
-        if answer is None:
-            return compare(name, None, None)
-        answers.append(float(answer))
-    got = np.array(answers)
-    expected = np.array([float(reference(**case)) for case in cases])
-    if compare(name, got, expected, atol=0.5, rtol=0.0, hint=hint):
-        return True
-    first = int(np.argmax(np.abs(got - expected) > 0.5))
-    print(f"   Call [{first}] was {_call_string(name, cases[first])}: "
-          f"expected {expected[first]:.0f} bytes.")
-    return False
-
-
 def check_kv_cache_bytes(fn):
     """Check ``kv_cache_bytes(seqlen, nlayers, nheads, headdim, bytes_per_value)``."""
-    return _check_sizes(
+    return compare_counts(
         "kv_cache_bytes", fn, kv_cache_bytes, _kv_cases(),
         hint="every layer caches TWO vectors of headdim values per head and per token: "
              "a key and a value. Multiply all five arguments together, and by 2.")
@@ -69,7 +46,7 @@ def check_kv_cache_bytes(fn):
 
 def check_ssm_state_bytes(fn):
     """Check ``ssm_state_bytes(nlayers, nheads, headdim, dstate, bytes_per_value)``."""
-    return _check_sizes(
+    return compare_counts(
         "ssm_state_bytes", fn, ssm_state_bytes, _state_cases(),
         hint="each head of each layer keeps ONE (headdim x dstate) matrix, nothing per token "
              "and no separate key/value: nlayers * nheads * headdim * dstate * bytes_per_value.")
