@@ -5,9 +5,10 @@
 
 Same argument names, layouts and return convention as
 ``mamba_ssm.ops.triton.ssd_combined.mamba_chunk_scan_combined``; it chains the three cuTile
-kernels of :mod:`mamba2_tile.kernels`. CUDA tensors run on the GPU through real cuTile; CPU
-tensors run the very same kernels on the course's CPU tile interpreter (slow, for learning and
-testing).
+kernels of :mod:`mamba2_tile.kernels` or, with enough batch x heads to fill the GPU, stage 1 and
+the fused stages 2+3 (:mod:`mamba2_tile.kernels.fused_state_out`). CUDA tensors run on the GPU
+through real cuTile; CPU tensors run the very same kernels on the course's CPU tile interpreter
+(slow, for learning and testing).
 
 Validation. Every argument is checked before anything runs, and errors name the argument:
 ``TypeError`` for a wrong kind of object or dtype, ``ValueError`` for a wrong shape, device,
@@ -18,9 +19,10 @@ Numerics (what the tests hold the kernels to, see ``mamba2_tile.tolerances``): a
 accumulation is float32; tensor-core operands are rounded to the input dtype, as in mamba_ssm,
 so float16 / bfloat16 results carry that input precision (about 1e-3 / 1e-2 relative).
 
-Options. The kernels run with their validated defaults. With ``MAMBA2_TILE_AUTOTUNE=1`` and CUDA
-tensors, :mod:`mamba2_tile.autotune` picks tile sizes, occupancy and switches per GPU and shape
-class (tuning once, then reading its cache). :func:`forward_with_options` runs the same checked
+Options. The kernels run with :data:`mamba2_tile.kernels.DEFAULT_OPTIONS` (chosen from H200
+measurements). With ``MAMBA2_TILE_AUTOTUNE=1`` and CUDA tensors, :mod:`mamba2_tile.autotune`
+picks occupancy, hints, tiles and switches per GPU and shape class (tuning once, then reading
+its cache). :func:`forward_with_options` runs the same checked
 forward pass with explicit :class:`mamba2_tile.kernels.ForwardOptions` (the benchmark's ablation).
 """
 
@@ -29,7 +31,9 @@ import math
 import torch
 
 from mamba2_tile import autotune
-from mamba2_tile.kernels import DEFAULT_OPTIONS, chunk_cumsum, compute_out, fwd_pass_state
+from mamba2_tile.kernels import (DEFAULT_OPTIONS, chunk_cumsum, compute_out, fused_state_out,
+                                 fwd_pass_state)
+from mamba2_tile.kernels.fused_state_out import fused_fills_gpu
 from mamba2_tile.shapes import check_chunk_size, ssd_dims
 
 CHUNK_SIZES = (64, 128, 256)
@@ -146,6 +150,13 @@ def _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_softp
     dA_cumsum, dt_chunks = chunk_cumsum(dt, A, chunk_size, dt_bias=dt_bias,
                                         dt_softplus=dt_softplus, dt_limit=tuple(dt_limit),
                                         options=options.chunk_cumsum)
+    fuse = options.fuse_state_passing
+    if fuse is None:
+        fuse = fused_fills_gpu(x, B, options.fused_state_out)
+    if fuse:
+        y, final_states = fused_state_out(x, dt_chunks, dA_cumsum, B, C, initial_states, D=D,
+                                          z=z, options=options.fused_state_out)
+        return (y, final_states) if return_final_states else y
     chunk_states, final_states = fwd_pass_state(
         x, B, dt_chunks, dA_cumsum, initial_states, options.fwd_pass_state,
         options.transposed_layout, options.low_precision_states)

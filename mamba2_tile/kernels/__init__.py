@@ -4,7 +4,10 @@
     fwd_pass_state  (x, B, dt, dA_cumsum) -> (chunk_states, final)  stage 2
     compute_out     (x, dt, dA_cumsum, B, C, chunk_states) -> y     stage 3
 
-:func:`mamba2_tile.api.mamba_chunk_scan_combined` chains them. ``compile_examples()`` lists
+    fused_state_out (x, dt, dA_cumsum, B, C) -> (y, final)         stages 2 + 3, state on chip
+
+:func:`mamba2_tile.api.mamba_chunk_scan_combined` chains stage 1 with stages 2 and 3, or with the
+fused kernel (see :data:`DEFAULT_OPTIONS`). ``compile_examples()`` lists
 representative launches so that a test can compile every kernel for every GPU architecture.
 """
 
@@ -14,6 +17,7 @@ import torch
 
 from mamba2_tile.kernels.chunk_cumsum import chunk_cumsum, chunk_cumsum_launch
 from mamba2_tile.kernels.compute_out import compute_out, compute_out_launch
+from mamba2_tile.kernels.fused_state_out import fused_state_out, fused_state_out_launch
 from mamba2_tile.kernels.fwd_pass_state import fwd_pass_state, fwd_pass_state_launch
 from mamba2_tile.kernels.options import DEFAULT_OPTIONS, ForwardOptions, KernelOptions
 
@@ -21,6 +25,7 @@ __all__ = [
     "chunk_cumsum", "chunk_cumsum_launch",
     "fwd_pass_state", "fwd_pass_state_launch",
     "compute_out", "compute_out_launch",
+    "fused_state_out", "fused_state_out_launch",
     "ForwardOptions", "KernelOptions", "DEFAULT_OPTIONS",
     "compile_examples",
 ]
@@ -60,6 +65,20 @@ def _example_launches(dtype, chunk_size, options, headdim=64, dstate=64,
     return {"chunk_cumsum": cumsum, "fwd_pass_state": state, "compute_out": out}
 
 
+def _fused_example(dtype, chunk_size, full, options, headdim, dstate):
+    """The fused kernel's launch on small CPU tensors (never run, only compiled)."""
+    batch, seqlen, nheads, ngroups = 1, chunk_size + 3, 4, 2
+    x = torch.zeros(batch, seqlen, nheads, headdim, dtype=dtype)
+    B = torch.zeros(batch, seqlen, ngroups, dstate, dtype=dtype)
+    dA_cumsum = torch.zeros(batch, nheads, 2, chunk_size)
+    launch, _ = fused_state_out_launch(
+        x, dA_cumsum, dA_cumsum, B, B.clone(),
+        initial_states=torch.zeros(batch, nheads, headdim, dstate) if full else None,
+        D=torch.zeros(nheads, headdim) if full else torch.zeros(nheads),
+        z=torch.zeros_like(x) if full else None, options=options)
+    return launch
+
+
 def compile_examples():
     """Yield ``(name, kernel, args)`` for representative configurations of every kernel.
 
@@ -85,6 +104,16 @@ def compile_examples():
         launches = _example_launches(dtype, 64, True, forward=forward)
         for name in names:
             yield f"{name}[{tag}]", launches[name].kernel, launches[name].args
+    # The fused kernel: every optional input (bf16, chunk 64, the default occupancy hint), bare
+    # (fp16, chunk 128), TF32 (fp32, chunk 256) and padded headdim / dstate.
+    for tag, dtype, chunk_size, full, options, headdim, dstate in [
+        ("bfloat16-chunk64", torch.bfloat16, 64, True, DEFAULT_OPTIONS.fused_state_out, 64, 64),
+        ("float16-chunk128-bare", torch.float16, 128, False, KernelOptions(), 64, 128),
+        ("float32-chunk256-tf32", torch.float32, 256, True, KernelOptions(tf32=True), 64, 64),
+        ("bfloat16-chunk64-p80-n48", torch.bfloat16, 64, True, KernelOptions(latency=4), 80, 48),
+    ]:
+        launch = _fused_example(dtype, chunk_size, full, options, headdim, dstate)
+        yield f"fused_state_out[{tag}]", launch.kernel, launch.args
     # D of shape (nheads,): the other branch of compute_out.
     x = torch.zeros(1, 70, 4, 64, dtype=torch.bfloat16)
     B = torch.zeros(1, 70, 1, 128, dtype=torch.bfloat16)

@@ -1,14 +1,16 @@
-"""The performance switches of the three kernels, in one place, all off by default.
+"""The performance switches of the kernels, in one place.
 
     from mamba2_tile.kernels.options import ForwardOptions, KernelOptions
     options = ForwardOptions.uniform(latency=4, swap_operands=True, transposed_layout=True)
 
-The defaults reproduce the validated kernels exactly (the launchers' own tile-size rules, no
-hints, no swap, the natural layouts, float32 ``ct.mma`` for float32 inputs). Each switch is a
-real code path picked at compile time (a ``ct.Constant`` or a compiler hint), so turning one on
-costs nothing when it is off, and each can be measured on its own
-(``python -m mamba2_tile.bench --ablation``) or chosen per shape by
-:mod:`mamba2_tile.autotune`.
+``ForwardOptions()`` is the validated three-kernel pipeline with every switch off (the launchers'
+own tile-size rules, no hints, no swap, the natural layouts, float32 ``ct.mma`` for float32
+inputs): the ablation's baseline. :data:`DEFAULT_OPTIONS`, what the public API runs, is what the
+H200 measurements chose (``data/h200_ablation.json``): the fused kernel with two blocks per SM
+wherever there are enough (batch x heads) blocks to fill the GPU, the three kernels otherwise.
+Each switch is a real code path picked at compile time (a ``ct.Constant`` or a compiler hint),
+so turning one on costs nothing when it is off, and each can be measured on its own
+(``python -m mamba2_tile.bench --ablation``) or chosen per shape by :mod:`mamba2_tile.autotune`.
 
 Per kernel (:class:`KernelOptions`; a kernel ignores the fields it has no use for):
 
@@ -25,11 +27,12 @@ Per kernel (:class:`KernelOptions`; a kernel ignores the fields it has no use fo
   stage 2 accumulates the state as ``(dstate, headdim)`` (``Bᵀ @ x_w`` instead of
   ``x_wᵀ @ B``); stage 3 accumulates ``yᵀ`` (headdim rows), which keeps tensor cores busy when
   ``block_m`` is small. Costs one register transpose where the result leaves the kernel.
+  (The fused kernel is written swapped: it has no switch.)
 * ``tf32``: float32 inputs only (ignored otherwise). Rounds float32 ``mma`` operands to TF32
   (10-bit mantissa), which tensor cores multiply at 8x+ the float32 rate; cuTile runs float32
   ``mma`` in full IEEE float32 off the tensor cores (20-50x slower on an H200). mamba_ssm's
   Triton kernels do exactly this. Costs accuracy: float16-level operand rounding
-  (``tolerances.TF32_TOLERANCE``).
+  (``tolerances.TF32_TOLERANCE``), so it stays off unless asked for.
 * ``occupancy``: the compiler hint for how many blocks should share one SM (``None``: the
   compiler's choice). More blocks hide memory latency; each then gets fewer registers.
 
@@ -49,6 +52,11 @@ For the whole forward pass (:class:`ForwardOptions`), because producer and consu
   no-op for float32). It halves the state traffic (written by stage 2, read by stage 3, the
   largest intermediate). Stage 3 rounds the entering state to the input dtype before its
   ``mma`` anyway, so ``y`` is bit-for-bit the same; ``final_states`` stays float32.
+* ``fuse_state_passing``: run stages 2 and 3 as one kernel
+  (:mod:`mamba2_tile.kernels.fused_state_out`, options ``fused_state_out``) that keeps the state
+  in registers: no chunk states in global memory at all. ``None`` decides per call
+  (:func:`mamba2_tile.kernels.fused_state_out.fused_fills_gpu`): fused when it has at least one
+  block per SM. The layout and low-precision switches then have nothing to act on.
 """
 
 from dataclasses import dataclass, field, fields, replace
@@ -58,6 +66,7 @@ import torch
 # Valid values, checked once here so a kernel never sees a bad constant.
 LATENCY_RANGE = range(1, 11)
 TILE_FIELDS = ("block_h", "block_p", "block_n", "block_m")
+KERNEL_FIELDS = ("chunk_cumsum", "fwd_pass_state", "compute_out", "fused_state_out")
 
 
 @dataclass(frozen=True)
@@ -96,23 +105,32 @@ class ForwardOptions:
     compute_out: KernelOptions = field(default_factory=KernelOptions)
     transposed_layout: bool = False
     low_precision_states: bool = False
+    fused_state_out: KernelOptions = field(default_factory=KernelOptions)
+    fuse_state_passing: bool | None = False        # None: decide per call
+
+    def __post_init__(self):
+        if self.fuse_state_passing not in (True, False, None):
+            raise ValueError("fuse_state_passing must be True, False or None (decide per call), "
+                             f"got {self.fuse_state_passing!r}")
 
     @classmethod
-    def uniform(cls, transposed_layout=False, low_precision_states=False, **kernel_options):
-        """The same :class:`KernelOptions` for all three kernels."""
+    def uniform(cls, transposed_layout=False, low_precision_states=False,
+                fuse_state_passing=False, **kernel_options):
+        """The same :class:`KernelOptions` for every kernel."""
         options = KernelOptions(**kernel_options)
-        return cls(options, options, options, transposed_layout, low_precision_states)
+        return cls(chunk_cumsum=options, fwd_pass_state=options, compute_out=options,
+                   fused_state_out=options, transposed_layout=transposed_layout,
+                   low_precision_states=low_precision_states,
+                   fuse_state_passing=fuse_state_passing)
 
     def with_switches(self, **switches):
         """A copy with the given :class:`KernelOptions` fields changed in every kernel and the
         given forward-level fields changed (fields of either class, by name)."""
-        forward_names = {"transposed_layout", "low_precision_states"}
+        forward_names = {"transposed_layout", "low_precision_states", "fuse_state_passing"}
         kernel = {k: v for k, v in switches.items() if k not in forward_names}
         return replace(
             self, **{k: v for k, v in switches.items() if k in forward_names},
-            chunk_cumsum=replace(self.chunk_cumsum, **kernel),
-            fwd_pass_state=replace(self.fwd_pass_state, **kernel),
-            compute_out=replace(self.compute_out, **kernel),
+            **{name: replace(getattr(self, name), **kernel) for name in KERNEL_FIELDS},
         )
 
     def to_dict(self):
@@ -126,4 +144,6 @@ class ForwardOptions:
                       for k, v in data.items()})
 
 
-DEFAULT_OPTIONS = ForwardOptions()
+# Chosen on the H200 (data/h200_ablation.json): two fused blocks per SM hide each other's loads;
+# the compiler then fits the block in 128 registers a thread.
+DEFAULT_OPTIONS = ForwardOptions(fused_state_out=KernelOptions(occupancy=2), fuse_state_passing=None)

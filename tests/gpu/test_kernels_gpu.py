@@ -4,7 +4,8 @@ Skipped unless torch sees a CUDA device and the real ``cuda.tile`` imports. The 
 ``tests/kernels`` (whose helpers ``ssd_cases`` / ``tolerances`` this file reuses), plus
 realistic Mamba-2 sizes that would be too slow on the interpreter. The comparison with
 ``mamba_ssm.ops.triton.ssd_combined.mamba_chunk_scan_combined`` is skipped when mamba_ssm is not
-installed.
+installed. The API's cases run on both paths (the three kernels, and stage 1 + the fused
+stages 2-3), forced with ``ForwardOptions.fuse_state_passing``.
 """
 
 import dataclasses
@@ -33,25 +34,36 @@ pytestmark = pytest.mark.skipif(
 )
 
 from mamba2_tile import dispatch, reference  # noqa: E402
-from mamba2_tile.api import mamba_chunk_scan_combined  # noqa: E402
-from mamba2_tile.kernels import chunk_cumsum, compute_out, fwd_pass_state  # noqa: E402
+from mamba2_tile.api import forward_with_options, mamba_chunk_scan_combined  # noqa: E402
+from mamba2_tile.kernels import (DEFAULT_OPTIONS, chunk_cumsum, compute_out,  # noqa: E402
+                                 fwd_pass_state)
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 CHUNK_SIZES = [64, 128, 256]
 
 
-def run_gpu(case, chunk_size):
+PATHS = {"three_kernel": False, "fused": True}
+
+
+def run_gpu(case, chunk_size, path=None):
+    """The public API; or, with ``path``, forced onto the three-kernel or the fused path."""
     t = case.tensors or make_case(case, device="cuda")
-    y, final_states = mamba_chunk_scan_combined(chunk_size=chunk_size, return_final_states=True,
-                                                **t, **api_kwargs(case))
+    if path is None:
+        y, final_states = mamba_chunk_scan_combined(
+            chunk_size=chunk_size, return_final_states=True, **t, **api_kwargs(case))
+    else:
+        options = DEFAULT_OPTIONS.with_switches(fuse_state_passing=PATHS[path])
+        y, final_states = forward_with_options(chunk_size=chunk_size, options=options,
+                                               return_final_states=True, **t,
+                                               **api_kwargs(case))
     torch.cuda.synchronize()
     assert dispatch.last_backend() == dispatch.CUTILE, "the kernels did not run on cuTile"
     assert y.is_cuda and y.dtype == case.dtype and final_states.dtype == torch.float32
     return y, final_states
 
 
-def check_gpu(case, chunk_size):
-    y, final_states = run_gpu(case, chunk_size)
+def check_gpu(case, chunk_size, path=None):
+    y, final_states = run_gpu(case, chunk_size, path)
     ref_y, ref_final = expected_output(case)
     tol = GPU_TOLERANCES[case.dtype]
     assert_close(y, ref_y, tol, f"y (chunk {chunk_size}, {case.dtype})")
@@ -63,12 +75,13 @@ def check_gpu(case, chunk_size):
 @pytest.mark.parametrize("chunk_size", CHUNK_SIZES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("options", ["bare", "all"])
-def test_small_cases(dtype, chunk_size, options):
+@pytest.mark.parametrize("path", PATHS)
+def test_small_cases(dtype, chunk_size, options, path):
     full = options == "all"
     for seed, seqlen in enumerate([1, chunk_size - 1, chunk_size, chunk_size + 1, 301]):
         check_gpu(Case(batch=2, seqlen=seqlen, nheads=4, ngroups=2, headdim=6, dstate=10,
                        dtype=dtype, D="channel" if full else None, z=full, dt_bias=full,
-                       initial_states=full, dt_softplus=full, seed=seed), chunk_size)
+                       initial_states=full, dt_softplus=full, seed=seed), chunk_size, path)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -93,8 +106,9 @@ def test_chunk_sizes_agree(dtype):
     ("odd_sizes", Case(seqlen=333, headdim=72, dstate=66, D="channel", z=True, seed=17)),
 ])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_edge_cases(name, case, dtype):
-    check_gpu(dataclasses.replace(case, dtype=dtype, tensors={}), 128)
+@pytest.mark.parametrize("path", PATHS)
+def test_edge_cases(name, case, dtype, path):
+    check_gpu(dataclasses.replace(case, dtype=dtype, tensors={}), 128, path)
 
 
 # --- each stage against its reference, at a realistic Mamba-2 size --------------------------
@@ -144,12 +158,13 @@ def _triton_combined():
 
 @pytest.mark.parametrize("chunk_size", CHUNK_SIZES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_matches_mamba_ssm(dtype, chunk_size):
+@pytest.mark.parametrize("path", PATHS)
+def test_matches_mamba_ssm(dtype, chunk_size, path):
     triton_combined = _triton_combined()
     case = Case(**REALISTIC, dtype=dtype, D="channel", z=True, dt_bias=True, dt_softplus=True,
                 initial_states=True, dt_range=(-4.0, -1.0), seed=19)
     t = make_case(case, device="cuda")
-    ours, ours_final = run_gpu(case, chunk_size)
+    ours, ours_final = run_gpu(case, chunk_size, path)
     theirs, theirs_final = triton_combined(chunk_size=chunk_size, return_final_states=True,
                                            **t, **api_kwargs(case))
     dt = prepared_dt(t["dt"], t["dt_bias"], case.dt_softplus, case.dt_limit)   # float64

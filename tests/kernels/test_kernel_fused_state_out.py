@@ -1,0 +1,152 @@
+"""Stages 2 and 3 fused (the state kept on chip), on the interpreter, against the float64
+recurrence; and the rule that decides when the public API takes this path."""
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from mamba2_tile.api import forward_with_options, mamba_chunk_scan_combined
+from mamba2_tile.kernels import DEFAULT_OPTIONS, ForwardOptions, KernelOptions
+from mamba2_tile.kernels.fused_state_out import (MAX_STATE_ELEMENTS, REFERENCE_SM_COUNT,
+                                                 fused_block_p, fused_fills_gpu,
+                                                 fused_state_out_launch)
+from mamba2_tile.tolerances import TF32_TOLERANCE, TOLERANCES, assert_close
+from ssd_cases import Case, api_kwargs, expected_output, make_case
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+FUSED = DEFAULT_OPTIONS.with_switches(fuse_state_passing=True)
+THREE_KERNELS = DEFAULT_OPTIONS.with_switches(fuse_state_passing=False)
+
+
+def run(case, chunk_size, options=FUSED):
+    t = case.tensors or make_case(case)
+    return forward_with_options(chunk_size=chunk_size, options=options, return_final_states=True,
+                                **t, **api_kwargs(case))
+
+
+def check(case, chunk_size, options=FUSED, tol=None):
+    y, final_states = run(case, chunk_size, options)
+    ref_y, ref_final = expected_output(case)
+    tol = tol or TOLERANCES[case.dtype]
+    assert y.dtype == case.dtype and final_states.dtype == torch.float32
+    assert_close(y, ref_y, tol, f"y (fused, chunk {chunk_size})")
+    assert_close(final_states, ref_final, tol, f"final_states (fused, chunk {chunk_size})")
+    return y, final_states
+
+
+@st.composite
+def cases(draw):
+    nheads = draw(st.sampled_from([1, 2, 4]))
+    return Case(
+        batch=draw(st.integers(1, 2)),
+        seqlen=draw(st.integers(1, 400)),
+        nheads=nheads,
+        headdim=draw(st.sampled_from([4, 6, 24, 72])),        # 72: two headdim tiles
+        ngroups=draw(st.sampled_from(sorted({1, max(1, nheads // 2), nheads}))),
+        dstate=draw(st.sampled_from([4, 10, 32])),
+        dtype=draw(st.sampled_from(DTYPES)),
+        D=draw(st.sampled_from([None, "head", "channel"])),
+        z=draw(st.booleans()),
+        dt_bias=draw(st.booleans()),
+        initial_states=draw(st.booleans()),
+        dt_softplus=draw(st.booleans()),
+        dt_limit=draw(st.sampled_from([(0.0, float("inf")), (0.02, 0.15)])),
+        dt_range=draw(st.sampled_from([(0.01, 0.2), (-3.0, 0.0)])),
+        seed=draw(st.integers(0, 2**16)),
+    )
+
+
+@settings(max_examples=30, deadline=None)
+@given(case=cases(), chunk_size=st.sampled_from([64, 128, 256]))
+def test_matches_recurrence(case, chunk_size):
+    check(case, chunk_size)
+
+
+@pytest.mark.parametrize("chunk_size", [64, 128, 256])
+@pytest.mark.parametrize("seqlen", [1, 63, 64, 65, 129, 300])
+def test_sequence_length_edges(seqlen, chunk_size):
+    # Row blocks wholly past seqlen in the last chunk (chunk 256 holds four 64-row blocks).
+    check(Case(seqlen=seqlen, nheads=2, headdim=8, dstate=8, dtype=torch.float32,
+               initial_states=True, D="channel", z=True, seed=seqlen), chunk_size)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
+def test_agrees_with_the_three_kernels(dtype):
+    case = Case(batch=2, seqlen=333, nheads=4, ngroups=2, headdim=24, dstate=10, dtype=dtype,
+                D="head", z=True, dt_bias=True, dt_softplus=True, initial_states=True, seed=5)
+    y, final_states = run(case, 128)
+    y3, final3 = run(case, 128, THREE_KERNELS)
+    # Same roundings, different summation order: within the dtype's tolerance of each other.
+    assert_close(y, y3, TOLERANCES[dtype], "fused vs three kernels, y")
+    assert_close(final_states, final3, TOLERANCES[dtype], "fused vs three kernels, final")
+
+
+@pytest.mark.parametrize("name, switches", [
+    ("latency+occupancy", dict(latency=4, occupancy=3)),
+    ("small_tiles", dict(block_p=8, block_m=16)),
+])
+def test_switches_keep_the_results(name, switches):
+    case = Case(seqlen=150, nheads=4, headdim=12, ngroups=2, dstate=10, dtype=torch.bfloat16,
+                D="channel", z=True, initial_states=True, seed=9)
+    check(case, 64, FUSED.with_switches(**switches))
+
+
+def test_tf32_for_float32():
+    case = Case(seqlen=150, nheads=2, headdim=16, dstate=16, dtype=torch.float32, seed=10)
+    check(case, 64, FUSED.with_switches(tf32=True), tol=TF32_TOLERANCE)
+
+
+def test_long_sequence_and_extreme_decay():
+    check(Case(seqlen=3000, nheads=1, headdim=8, dstate=8, initial_states=True, seed=12), 64)
+    check(Case(seqlen=300, A_range=(-80.0, -20.0), initial_states=True, seed=14), 64)
+    check(Case(seqlen=300, dt_range=(5.0, 30.0), dt_softplus=True, seed=13), 64)
+
+
+def test_the_state_tile_fits_in_registers():
+    assert fused_block_p(64, 128) == 64 and fused_block_p(64, 256) == 32
+    assert fused_block_p(80, 64) == 64 and fused_block_p(6, 10) == 8
+    assert fused_block_p(64, 128, block_p=16) == 16
+    for dstate in (16, 64, 128, 256, 512):
+        assert fused_block_p(64, dstate) * dstate <= MAX_STATE_ELEMENTS
+
+
+def test_launch_can_be_inspected_without_running():
+    x = torch.zeros(2, 300, 3, 80, dtype=torch.bfloat16)
+    B = torch.zeros(2, 300, 1, 24, dtype=torch.bfloat16)
+    dA_cumsum = torch.zeros(2, 3, 2, 256)
+    launch, (y, final_states) = fused_state_out_launch(x, dA_cumsum, dA_cumsum, B, B,
+                                                       options=KernelOptions(latency=3))
+    assert launch.grid == (2 * 3, 2, 1)                 # (batch x heads, headdim tiles)
+    assert y.shape == x.shape and y.dtype == x.dtype
+    assert final_states.shape == (2, 3, 80, 24) and final_states.dtype == torch.float32
+    # CHUNK_SIZE, BLOCK_M, BLOCK_P, DSTATE ... LATENCY, TF32 close the argument list.
+    assert launch.args[10:14] == (256, 64, 64, 32) and launch.args[-2:] == (3, False)
+
+
+def test_the_api_fuses_when_there_are_blocks_for_every_sm():
+    small = torch.zeros(1, 10, 8, 64)
+    B = torch.zeros(1, 10, 1, 128)
+    assert not fused_fills_gpu(small, B)               # 8 blocks
+    big = torch.zeros(8, 10, 64, 64)
+    assert fused_fills_gpu(big, B)                     # 512 blocks
+    edge = torch.zeros(1, 10, REFERENCE_SM_COUNT, 64)
+    assert fused_fills_gpu(edge, B) and not fused_fills_gpu(edge[:, :, 1:], B)
+
+
+def test_the_default_options_choose_the_path_per_call(monkeypatch):
+    from mamba2_tile import api
+
+    chosen = []
+    monkeypatch.setattr(api, "fused_fills_gpu", lambda x, B, options: chosen.append(x.shape) or
+                        True)
+    case = Case(seqlen=100, nheads=2, headdim=8, dstate=8, dtype=torch.bfloat16, seed=1)
+    t = make_case(case)
+    y = mamba_chunk_scan_combined(chunk_size=64, **t)
+    assert chosen == [t["x"].shape]
+    y_fused, _ = run(case, 64)
+    assert torch.equal(y, y_fused)
+
+
+def test_bad_path_option_is_refused():
+    with pytest.raises(ValueError, match="fuse_state_passing"):
+        ForwardOptions(fuse_state_passing="yes")
