@@ -2,24 +2,29 @@
 
     MAMBA2_TILE_AUTOTUNE=1 python train.py     # tune each new shape class once, then reuse
 
-Off by default: until the H200 measurements show the tuned kernels beat the validated defaults,
-:func:`mamba2_tile.api.mamba_chunk_scan_combined` runs the defaults
-(:data:`mamba2_tile.kernels.DEFAULT_OPTIONS`) unless ``MAMBA2_TILE_AUTOTUNE=1``.
+Off by default: the first call on a new shape class spends seconds compiling and timing
+candidates, which a drop-in forward pass should not do unasked, and the defaults
+(:data:`mamba2_tile.kernels.DEFAULT_OPTIONS`) are already what tuning chose on an H200 for the
+benchmark's shapes. :func:`mamba2_tile.api.mamba_chunk_scan_combined` runs those defaults unless
+``MAMBA2_TILE_AUTOTUNE=1``.
 ``MAMBA2_TILE_AUTOTUNE=0`` (or unset) turns tuning off; CPU tensors (the interpreter) are never
 tuned, whatever the switch says.
 
-What is tuned. Only what leaves the results unchanged: tile sizes, occupancy, latency hints,
+What is tuned. Only what leaves the results unchanged: occupancy, latency hints, tile sizes,
 operand swap and the ``chunk_states`` layout. ``tf32`` and ``low_precision_states`` change the
-numerics and stay as the caller set them (``base`` options). The search runs in two stages per
-kernel, each one ``cuda.tile.tune.exhaustive_search`` (compile, warm up, time with L2 flushed):
+numerics and stay as the caller set them (``base`` options), and so does the path: the fused
+kernel when ``base.fuse_state_passing`` says so (or, left at ``None``, when it fills the GPU),
+else the three kernels. Each search is one ``cuda.tile.tune.exhaustive_search`` (compile, warm
+up, time with L2 flushed), in two stages per kernel:
 
-1. tile sizes x occupancy, switches off (:func:`tile_space`);
-2. with the best tiles: latency hint x operand swap x layout (:func:`switch_space`).
+1. tile sizes x occupancy, hints off (:func:`tile_space`);
+2. with the best of those: latency hint (x operand swap, three-kernel path) (:func:`switch_space`).
 
-``transposed_layout`` is shared by stage 2 and stage 3 (one writes ``chunk_states``, the other
-reads it), so it is chosen for the pair: the layout whose two best times add up to less.
-About 43 configurations when headdim and dstate are 64 or more (fewer below), each a
-compilation (about a second) plus a few timed runs: under a minute per new shape class.
+Fused path: 3 + 2 configurations of one kernel (stage 1 keeps its defaults: it reads
+1/headdim of the bytes). Three-kernel path: ``transposed_layout`` is shared by stage 2 and
+stage 3 (one writes ``chunk_states``, the other reads it), so it is chosen for the pair: the
+layout whose two best times add up to less; 26 configurations in all. Each configuration is a
+compilation (1-3 s) plus a few timed runs: well under a minute per new shape class.
 
 What is remembered. One JSON file, ``$MAMBA2_TILE_CACHE_DIR/autotune.json`` (default
 ``~/.cache/mamba2_tile/``), one entry per (GPU name, kernel, shape class) — the shape class
@@ -37,14 +42,18 @@ import torch
 
 from mamba2_tile.kernels import (DEFAULT_OPTIONS, KernelOptions,
                                  chunk_cumsum, chunk_cumsum_launch, compute_out_launch,
-                                 fwd_pass_state, fwd_pass_state_launch)
+                                 fused_state_out_launch, fwd_pass_state, fwd_pass_state_launch)
+from mamba2_tile.kernels.fused_state_out import fused_fills_gpu
 from mamba2_tile.kernels.launching import next_power_of_2
 
 AUTOTUNE_ENV = "MAMBA2_TILE_AUTOTUNE"
 CACHE_DIR_ENV = "MAMBA2_TILE_CACHE_DIR"
 CACHE_FILE = "autotune.json"
-KERNELS = ("chunk_cumsum", "fwd_pass_state", "compute_out")
-OCCUPANCIES = (None, 2, 4)      # None: the compiler's choice
+THREE_KERNELS = ("chunk_cumsum", "fwd_pass_state", "compute_out")
+FUSED = ("fused_state_out",)
+KERNELS = THREE_KERNELS + FUSED
+OCCUPANCIES = (None, 2)         # None: the compiler's choice
+FUSED_OCCUPANCIES = (None, 2, 3)   # 4 leaves the fused block 64 registers a thread: spills
 LATENCY_HINT = 4            # a mid-range "this comes from DRAM" hint; 1-10, higher = farther
 MIN_SEQLEN_BUCKET = 1024    # shorter sequences all tune alike: few chunks, launch-bound
 
@@ -82,11 +91,19 @@ def shape_class(x, B, chunk_size):
                       str(x.dtype).removeprefix("torch."))
 
 
+def uses_fused(x, B, base=DEFAULT_OPTIONS):
+    """The path ``base`` asks for: its ``fuse_state_passing``, or when ``None`` the auto rule."""
+    if base.fuse_state_passing is None:
+        return fused_fills_gpu(x, B, base.fused_state_out)
+    return base.fuse_state_passing
+
+
 def cache_key(gpu, kernel, shape, base=DEFAULT_OPTIONS):
     """One entry per (GPU, kernel, shape class), and per numerics the caller fixed (``base``):
     TF32 and low-precision states change the timings, so they are tuned separately."""
-    numerics = "".join(["-tf32" if base.fwd_pass_state.use_tf32(getattr(torch, shape.dtype))
-                        else "", "-lowstates" if base.low_precision_states else ""])
+    tf32 = getattr(base, kernel, base.fwd_pass_state).use_tf32(getattr(torch, shape.dtype))
+    low_states = base.low_precision_states and kernel in THREE_KERNELS
+    numerics = "".join(["-tf32" if tf32 else "", "-lowstates" if low_states else ""])
     return f"{gpu} | {kernel} | {shape.tag()}{numerics}"
 
 
@@ -111,10 +128,13 @@ def save_cache(entries, path=None):
 
 
 def options_from_entries(entries, base=DEFAULT_OPTIONS):
-    """The :class:`ForwardOptions` the three cached entries describe (tf32 etc. from ``base``)."""
-    chosen = {kernel: replace(KernelOptions(**entries[kernel]["options"]),
-                              tf32=getattr(base, kernel).tf32) for kernel in KERNELS}
-    return replace(base, **chosen,
+    """The :class:`ForwardOptions` the cached entries describe (tf32 etc. from ``base``): the
+    fused path's one entry, or the three kernels' three."""
+    chosen = {kernel: replace(KernelOptions(**entry["options"]), tf32=getattr(base, kernel).tf32)
+              for kernel, entry in entries.items()}
+    if "fused_state_out" in entries:
+        return replace(base, **chosen, fuse_state_passing=True)
+    return replace(base, **chosen, fuse_state_passing=False,
                    transposed_layout=entries["fwd_pass_state"]["transposed_layout"])
 
 
@@ -125,23 +145,26 @@ def tile_space(kernel, x, B):
     headdim, dstate, nheads = x.shape[3], B.shape[3], x.shape[2]
     p_max, n_max = next_power_of_2(headdim), next_power_of_2(dstate)
     if kernel == "chunk_cumsum":
-        tiles = [dict(block_h=h) for h in sorted({min(h, next_power_of_2(nheads))
-                                                  for h in (8, 16, 32)})]
-    elif kernel == "fwd_pass_state":
+        return [KernelOptions(block_h=h) for h in sorted({min(h, next_power_of_2(nheads))
+                                                          for h in (8, 16)})]
+    if kernel == "fused_state_out":
+        # Smaller headdim / row tiles measured slower on the H200 (data/h200_probe.txt): only
+        # occupancy is searched, with the launcher's tiles.
+        return [KernelOptions(occupancy=o) for o in FUSED_OCCUPANCIES]
+    if kernel == "fwd_pass_state":
         tiles = [dict(block_p=p, block_n=n) for p, n in
-                 sorted({(min(p, p_max), min(n, n_max)) for p, n in ((64, 64), (32, 64),
-                                                                     (64, 32))})]
+                 sorted({(min(p, p_max), min(n, n_max)) for p, n in ((64, 64), (32, 64))})]
     else:
         tiles = [dict(block_m=m, block_p=p) for m, p in
-                 sorted({(m, min(p, p_max)) for m in (32, 64) for p in (32, 64)})]
-    occupancies = OCCUPANCIES if kernel != "chunk_cumsum" else (None, 2)
-    return [KernelOptions(**tile, occupancy=o) for tile in tiles for o in occupancies]
+                 sorted({(m, min(p, p_max)) for m in (32, 64) for p in (64,)})]
+    return [KernelOptions(**tile, occupancy=o) for tile in tiles for o in OCCUPANCIES]
 
 
-def switch_space(best):
-    """Stage 2: latency hint x operand swap around the best tiles (searched once per layout)."""
-    return [replace(best, latency=latency, swap_operands=swap)
-            for latency in (None, LATENCY_HINT) for swap in (False, True)]
+def switch_space(best, swap=True):
+    """Stage 2: latency hint (x operand swap, if the kernel has the switch) around the best
+    tiles (searched once per layout on the three-kernel path)."""
+    return [replace(best, latency=latency, swap_operands=swapped)
+            for latency in (None, LATENCY_HINT) for swapped in ((False, True) if swap else (False,))]
 
 
 # ------------------------------------------------------------------------------ tuning
@@ -171,12 +194,22 @@ def _memoised(make):
 
 
 def tune(x, dt, A, B, C, chunk_size, base=DEFAULT_OPTIONS, search=_exhaustive_search):
-    """Tune the three kernels on these inputs; returns cache entries ``{kernel: entry}``.
+    """Tune the kernels of ``base``'s path on these inputs; returns ``{kernel: entry}``.
 
     ``search(space, plan)`` returns an object with ``.best.config`` and ``.best.mean_us``
     (cuTile's ``TuningResult``); tests inject a fake one.
     """
     dA_cumsum, dt_c = chunk_cumsum(dt, A, chunk_size)
+    if uses_fused(x, B, base):
+        tf32 = base.fused_state_out.tf32
+
+        def make(options):
+            return fused_state_out_launch(x, dt_c, dA_cumsum, B, C,
+                                          options=replace(options, tf32=tf32))[0]
+        tiles = search(tile_space("fused_state_out", x, B), _memoised(make)).best.config
+        best = search(switch_space(tiles, swap=False), _memoised(make)).best
+        return {"fused_state_out": dict(options=asdict(best.config), transposed_layout=False,
+                                        mean_us=best.mean_us)}
     entries = {}
 
     def tile_stage(kernel, make):
@@ -231,7 +264,8 @@ def tuned_options(x, dt, A, B, C, chunk_size, base=DEFAULT_OPTIONS, search=None)
     """The cached choice for (GPU, kernel, shape class), tuning first if there is none."""
     gpu = torch.cuda.get_device_name(x.device)
     shape = shape_class(x, B, chunk_size)
-    keys = {kernel: cache_key(gpu, kernel, shape, base) for kernel in KERNELS}
+    kernels = FUSED if uses_fused(x, B, base) else THREE_KERNELS
+    keys = {kernel: cache_key(gpu, kernel, shape, base) for kernel in kernels}
     if not all(key in _memory for key in keys.values()):
         _memory.update(load_cache())
     if not all(key in _memory for key in keys.values()):
@@ -247,6 +281,7 @@ def clear_memory():
     _memory.clear()
 
 
-__all__ = ["enabled", "cache_path", "ShapeClass", "shape_class", "cache_key", "load_cache",
+__all__ = ["enabled", "cache_path", "ShapeClass", "shape_class", "uses_fused", "cache_key",
+           "load_cache",
            "save_cache", "options_from_entries", "tile_space", "switch_space", "tune",
            "forward_options", "tuned_options", "clear_memory"]

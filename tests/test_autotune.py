@@ -82,14 +82,18 @@ def test_shape_class_and_key():
 
 
 def test_search_spaces_are_small_and_valid():
-    # The targets' shapes (64 heads, headdim 64, dstate 64): 43 compilations in all.
+    # The targets' shapes (64 heads, headdim 64, dstate 64): 26 compilations on the three-kernel
+    # path, 5 on the fused one.
     x, _, _, B, _ = inputs(nheads=64, seqlen=10)
     sizes = {k: len(autotune.tile_space(k, x, B)) for k in autotune.KERNELS}
-    assert sizes == {"chunk_cumsum": 6, "fwd_pass_state": 9, "compute_out": 12}
-    assert sum(sizes.values()) + 2 * 2 * len(autotune.switch_space(KernelOptions())) == 43
+    assert sizes == {"chunk_cumsum": 2, "fwd_pass_state": 4, "compute_out": 4,
+                     "fused_state_out": 3}
+    three = sum(sizes[k] for k in autotune.THREE_KERNELS)
+    assert three + 2 * 2 * len(autotune.switch_space(KernelOptions())) == 26
+    assert sizes["fused_state_out"] + len(autotune.switch_space(KernelOptions(), swap=False)) == 5
     # 4 heads: block_h 4 only.
     x, _, _, B, _ = inputs(nheads=4, seqlen=10)
-    assert len(autotune.tile_space("chunk_cumsum", x, B)) == 2
+    assert len(autotune.tile_space("chunk_cumsum", x, B)) == 1
     switches = autotune.switch_space(KernelOptions(block_p=32))
     assert len(switches) == 4 and all(o.block_p == 32 for o in switches)
     # Tiles never exceed the (padded) problem: headdim 8 gives block_p 8 only.
@@ -109,6 +113,27 @@ def test_tune_picks_the_fastest_and_one_layout_for_both_stages():
         entries["compute_out"]["transposed_layout"]
     options = autotune.options_from_entries(entries)
     assert options.fwd_pass_state == state and options.transposed_layout is False
+
+
+def test_tune_on_the_fused_path_searches_one_kernel():
+    x, dt, A, B, C = inputs()
+    search = FakeSearch(prefer)
+    fused = DEFAULT_OPTIONS.with_switches(fuse_state_passing=True)
+    entries = autotune.tune(x, dt, A, B, C, 64, base=fused, search=search)
+    assert list(entries) == ["fused_state_out"] and len(search.spaces) == 2
+    assert not any(o.swap_operands for o in search.spaces[1])     # the fused kernel has no swap
+    chosen = autotune.options_from_entries(entries, fused)
+    assert chosen.fuse_state_passing is True
+    assert chosen.fused_state_out == KernelOptions(occupancy=2, latency=autotune.LATENCY_HINT)
+
+
+def test_the_path_follows_the_base_options():
+    x, _, _, B, _ = inputs(nheads=4)                 # 4 blocks: too few to fill a GPU
+    assert not autotune.uses_fused(x, B, DEFAULT_OPTIONS)
+    assert autotune.uses_fused(x, B, DEFAULT_OPTIONS.with_switches(fuse_state_passing=True))
+    x = torch.zeros(4, 8, 64, 64)                      # 256 blocks
+    assert autotune.uses_fused(x, B, DEFAULT_OPTIONS)
+    assert not autotune.uses_fused(x, B, ForwardOptions())
 
 
 def test_tune_prefers_the_faster_layout():
@@ -143,8 +168,8 @@ def test_tuned_options_tune_once_then_read_the_cache(isolated_cache, monkeypatch
     first = autotune.tuned_options(x, dt, A, B, C, 64, search=search)
     assert len(search.spaces) == 7
     stored = json.loads((isolated_cache / "autotune.json").read_text())
-    assert sorted(stored) == sorted(
-        autotune.cache_key("Fake GPU", k, autotune.shape_class(x, B, 64)) for k in autotune.KERNELS)
+    assert sorted(stored) == sorted(autotune.cache_key("Fake GPU", k, autotune.shape_class(x, B, 64))
+                                    for k in autotune.THREE_KERNELS)
     # A new process: the file, not a new search.
     autotune.clear_memory()
     never = FakeSearch(lambda o: pytest.fail("tuned a cached shape"))
