@@ -1,5 +1,8 @@
 """The benchmark CLI: its sweeps, its table, and a clean exit where there is no GPU."""
 
+import dataclasses
+import json
+
 import pytest
 import torch
 
@@ -54,9 +57,9 @@ def test_inputs_are_in_range(dtype):
 def test_ablation_ladders():
     steps = lambda dtype: [name for name, _ in bench.ladder(dtype)]
     assert steps("bfloat16") == ["baseline", "+latency", "+swap", "+transposed", "+autotune",
-                                 "+bf16_states"]
+                                 "+bf16_states", "+fused", "+fused_autotune"]
     assert steps("float32") == ["baseline", "+latency", "+swap", "+transposed", "+tf32",
-                                "+autotune"]
+                                "+autotune", "+fused", "+fused_autotune"]
     shapes = list(bench.sweep("ablation", {}))
     assert {s.dtype for s in shapes} == {"bfloat16", "float32"}
     assert {s.chunk_size for s in shapes} == {64, 128} and {s.ngroups for s in shapes} == {1, 8}
@@ -82,7 +85,11 @@ def test_ablation_rows_on_the_interpreter(monkeypatch, dtype):
     assert by_name["+swap"]["vs_baseline"] == 0.5 and by_name["+autotune"]["vs_baseline"] == 1.0
     assert "autotune_s" in by_name["+autotune"] and tuned[0].fwd_pass_state.tf32 == (
         dtype == "float32")
+    assert "autotune_cached_s" in by_name["+fused_autotune"]
     assert '"transposed_layout": true' in by_name["+autotune"]["options"]
+    # The baseline is the three kernels with every switch off; "+fused" changes the path.
+    assert by_name["baseline"]["path"] == "three_kernel" and by_name["+fused"]["path"] == "fused"
+    assert by_name["+fused"]["vs_baseline"] == 1.0
     limit = 1e-2 if dtype == "float32" else 6e-2
     assert all(r["rel_err"] < limit for r in rows)
     table = bench.format_ablation(rows)
@@ -101,3 +108,28 @@ def test_ablation_without_a_gpu_exits_cleanly(capsys, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert bench.main(["--ablation"]) == 0
     assert "No CUDA GPU found" in capsys.readouterr().out
+
+
+def test_resume_measures_only_the_missing_shapes(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "DATA_DIR", tmp_path)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Fake GPU")
+    monkeypatch.setattr(torch, "empty", lambda *a, **k: None)
+    monkeypatch.setattr(bench, "copy_bandwidth", lambda *a: 1e12)
+    monkeypatch.setattr(bench, "load_triton", lambda: (None, "not installed"))
+    monkeypatch.setattr(bench, "versions", lambda: {})
+    measured = []
+
+    def fake_measure(shape, *args, **kwargs):
+        measured.append(shape)
+        return {**dataclasses.asdict(shape), "mamba2_tile_ms": 1.0}
+    monkeypatch.setattr(bench, "measure", fake_measure)
+    argv = ["--preset", "quick", "--seqlen", "1024", "2048", "--name", "sweep"]
+    bench.main(argv)
+    assert len(measured) == 2
+    rows = json.loads((tmp_path / "sweep.json").read_text())["rows"]
+    (tmp_path / "sweep.json").write_text(json.dumps({"device": "Fake GPU", "rows": rows[:1]}))
+    measured.clear()
+    bench.main([*argv, "--resume"])
+    assert [s.seqlen for s in measured] == [2048]
+    assert len(json.loads((tmp_path / "sweep.json").read_text())["rows"]) == 2
