@@ -16,6 +16,7 @@ ran with `describe_backend()` (before) or `last_backend()` (after a launch).
 """
 
 import inspect
+import numbers
 import os
 
 FORCE_ENV = "MAMBA2_TILE_INTERPRET"
@@ -108,8 +109,8 @@ def _devices(value):
         yield "cuda" if value.is_cuda else "cpu"
     elif hasattr(value, "__cuda_array_interface__"):  # CuPy, Numba, ...
         yield "cuda"
-    elif hasattr(value, "__array_interface__"):  # NumPy
-        yield "cpu"
+    elif hasattr(value, "__array_interface__") and not isinstance(value, numbers.Number):
+        yield "cpu"  # a NumPy array (a NumPy scalar such as np.float64 is a number, not an array)
 
 
 def kernel_function(kernel):

@@ -87,6 +87,19 @@ def test_cuda_tensors_go_to_cutile(interpreter_calls, monkeypatch):
     assert dispatch.last_backend() == dispatch.CUTILE
 
 
+def test_numpy_scalars_are_numbers_not_cpu_arrays(interpreter_calls, monkeypatch):
+    # np.float64 has __array_interface__ but is a constant, like a Python float (notebook 05
+    # passes LOG2E = 1 / np.log(2) next to CUDA tensors).
+    ct = pytest.importorskip("cuda.tile")
+    launched = []
+    monkeypatch.setattr(ct, "launch", lambda *call: launched.append(call))
+    monkeypatch.setattr(dispatch, "gpu_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: "stream")
+    args = (FakeCudaTensor([0.0]), FakeCudaTensor([0.0]), FakeCudaTensor([0.0]), np.float64(1.5))
+    dispatch.launch((1,), kernel, args)
+    assert len(launched) == 1 and not interpreter_calls
+
+
 def test_describe_backend(monkeypatch):
     monkeypatch.setenv(dispatch.FORCE_ENV, "1")
     assert dispatch.describe_backend() == "CPU tile interpreter (forced by MAMBA2_TILE_INTERPRET=1)"
