@@ -13,6 +13,15 @@ The benchmark is run on an H200 and its results are committed, one JSON file per
 ``load_results`` reads and checks one such file; ``results_table`` prints its rows with a fixed
 format, so a notebook that shows them has reproducible output. ``mamba_ssm_ms``, ``speedup`` and
 the error columns may be ``null`` or absent (no mamba_ssm on the machine that measured).
+
+The scaling sweep (``python -m mamba2_tile.scaling``, notebook 10) stores rows of another kind,
+one per (sequence length, method), in ``data/h200_scaling.json``::
+
+    {"device": ..., "date": ..., "versions": {...}, "command": ..., "config": {...},
+     "rows": [{"seqlen": 32768, "method": "naive_attention", "ms": null, "peak_bytes": null,
+               "status": "oom", "state_bytes": null, "note": "out of memory: ..."}, ...]}
+
+``load_scaling_results`` reads those, with the same checks plus the allowed methods and statuses.
 """
 
 import json
@@ -25,6 +34,12 @@ REQUIRED_ROW_KEYS = ("batch", "seqlen", "nheads", "headdim", "dstate", "ngroups"
                      "dtype", "mamba2_tile_ms")
 OPTIONAL_ROW_KEYS = ("mamba_ssm_ms", "speedup", "max_abs_err", "max_rel_err")
 
+# The scaling sweep's rows (mamba2_tile.scaling writes them; notebook 10 reads them).
+SCALING_ROW_KEYS = ("seqlen", "method", "ms", "peak_bytes", "status", "state_bytes")
+SCALING_OPTIONAL_ROW_KEYS = ("note",)
+SCALING_METHODS = ("mamba2_tile", "naive_attention", "sdpa_attention")
+SCALING_STATUSES = ("ok", "oom", "skipped")
+
 
 def results_path(name, data_dir=DATA_DIR):
     """``data/<name>.json`` (``name`` may carry the ``.json`` already)."""
@@ -32,12 +47,14 @@ def results_path(name, data_dir=DATA_DIR):
     return Path(data_dir) / filename
 
 
-def load_results(name, data_dir=DATA_DIR):
+def load_results(name, data_dir=DATA_DIR, required_row_keys=REQUIRED_ROW_KEYS,
+                 optional_row_keys=OPTIONAL_ROW_KEYS):
     """The stored results ``data/<name>.json`` as a dict, or ``None`` if there is no such file.
 
     Missing optional fields are filled in (``date`` "unknown", ``versions`` empty, the
-    ``OPTIONAL_ROW_KEYS`` of a row ``None``); a missing required field raises ``ValueError``
-    naming it.
+    ``optional_row_keys`` of a row ``None``); a missing required field raises ``ValueError``
+    naming it. The row keys default to the benchmark's; other experiments pass their own (see
+    :func:`load_scaling_results`).
     """
     path = results_path(name, data_dir)
     if not path.exists():
@@ -49,11 +66,30 @@ def load_results(name, data_dir=DATA_DIR):
     results.setdefault("date", "unknown")
     results.setdefault("versions", {})
     for number, row in enumerate(results["rows"]):
-        missing = [key for key in REQUIRED_ROW_KEYS if key not in row]
+        missing = [key for key in required_row_keys if key not in row]
         if missing:
             raise ValueError(f"{path.name}, row {number}: lacks the field(s) {', '.join(missing)}")
-        for key in OPTIONAL_ROW_KEYS:
+        for key in optional_row_keys:
             row.setdefault(key, None)
+    return results
+
+
+def load_scaling_results(name="h200_scaling", data_dir=DATA_DIR):
+    """The scaling sweep's stored rows (see the module doc), or ``None`` if there is no file.
+
+    Checks the row fields as :func:`load_results` does, and that every ``method`` and ``status``
+    is one the sweep writes, so a plot never meets a name it has no colour for.
+    """
+    results = load_results(name, data_dir, required_row_keys=SCALING_ROW_KEYS,
+                           optional_row_keys=SCALING_OPTIONAL_ROW_KEYS)
+    if results is None:
+        return None
+    for number, row in enumerate(results["rows"]):
+        for key, allowed in (("method", SCALING_METHODS), ("status", SCALING_STATUSES)):
+            if row[key] not in allowed:
+                raise ValueError(f"{results_path(name, data_dir).name}, row {number}: {key} "
+                                 f"{row[key]!r} is not one of {', '.join(allowed)}")
+    results.setdefault("config", {})
     return results
 
 
