@@ -20,9 +20,16 @@ What is counted:
 
 :func:`minimal_bytes` is the floor no implementation can beat: read ``x``, ``dt``, ``B`` and ``C``
 once and write ``y`` once. Dividing it by a measured time gives the effective bandwidth.
+
+The package can also run stages 2 and 3 as one kernel, which never writes the chunk states
+(:func:`fused_state_out_cost`, :func:`forward_cost`, :func:`chunk_states_bytes`); the H200's
+peak rates (:data:`H200_HBM_BANDWIDTH`, :data:`H200_BF16_DENSE_FLOPS`) turn counts into a
+roofline (:func:`attainable_flops`).
 """
 
 from dataclasses import dataclass
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -159,6 +166,73 @@ def chunked_cost(p):
     """All three stages together."""
     stages = list(chunked_costs(p).values())
     return sum(stages[1:], stages[0])
+
+
+# --------------------------------------------------------------------------------------------
+# The forward pass as the package runs it: three kernels, or stage 1 and stages 2+3 fused
+# --------------------------------------------------------------------------------------------
+
+def chunk_states_bytes(p, bytes_per_value=None):
+    """What the chunk states cost the three-kernel pipeline: stage 2 writes the state entering
+    every chunk, ``(headdim, dstate)`` per (batch, head, chunk), and stage 3 reads it back.
+
+    ``bytes_per_value`` defaults to ``p.state_bytes`` (float32); 2 with ``low_precision_states``.
+    """
+    per_value = p.state_bytes if bytes_per_value is None else bytes_per_value
+    return 2 * p.nchunks * _state_elements(p) * per_value
+
+
+def fused_state_out_cost(p):
+    """Stages 2 and 3 as one kernel (:mod:`mamba2_tile.kernels.fused_state_out`).
+
+    The same arithmetic as the two stages (counted as their sum: the fused kernel folds the
+    state update's ``p n`` adds into its ``mma``, a negligible difference), but the state stays
+    in registers: it reads ``x``, ``B`` and ``C`` (per head), ``dt`` and ``dA_cumsum`` once and
+    writes ``y`` and ``final_states``. No ``chunk_states`` at all, and ``x``, ``B``, ``dt`` and
+    ``dA_cumsum`` are read once instead of twice.
+    """
+    flops = fwd_pass_state_cost(p).flops + compute_out_cost(p).flops
+    read = ((_x_elements(p) + 2 * _bc_elements_per_head(p)) * p.dtype_bytes
+            + 2 * _chunk_vector_elements(p) * p.state_bytes)
+    written = _x_elements(p) * p.dtype_bytes + _state_elements(p) * p.state_bytes
+    return Cost(flops, read, written)
+
+
+def forward_cost(p, fused=False, states_bytes=None):
+    """The whole forward pass: stage 1, then stages 2 and 3 as two kernels or (``fused``) one.
+
+    ``states_bytes`` is the size of a ``chunk_states`` value on the three-kernel path (default
+    ``p.state_bytes``, float32; the input's 2 bytes with ``low_precision_states``); the other
+    intermediates stay float32. The FLOPs are the same for every path.
+    """
+    if fused:
+        return chunk_cumsum_cost(p) + fused_state_out_cost(p)
+    total = chunked_cost(p)
+    saved = (chunk_states_bytes(p) - chunk_states_bytes(p, states_bytes)) // 2  # each way
+    return Cost(total.flops, total.bytes_read - saved, total.bytes_written - saved)
+
+
+# --------------------------------------------------------------------------------------------
+# The GPU: an NVIDIA H200 SXM, and its roofline
+# --------------------------------------------------------------------------------------------
+
+# From NVIDIA's H200 datasheet (H200 SXM column): 4.8 TB/s of HBM3e bandwidth, and 1,979 TFLOP/s
+# of BF16/FP16 tensor-core throughput quoted "with sparsity", i.e. about 989 TFLOP/s for dense
+# products like the kernels' ct.mma. Peaks: a large device-to-device copy reaches about 90% of
+# the bandwidth (the benchmark measures it in each run, ``copy_gbps``).
+H200_HBM_BANDWIDTH = 4.8e12        # bytes/s
+H200_BF16_DENSE_FLOPS = 989e12     # FLOP/s
+
+
+def ridge_point(peak_flops=H200_BF16_DENSE_FLOPS, bandwidth=H200_HBM_BANDWIDTH):
+    """The arithmetic intensity (FLOP/byte) where memory stops being the limit."""
+    return peak_flops / bandwidth
+
+
+def attainable_flops(intensity, peak_flops=H200_BF16_DENSE_FLOPS, bandwidth=H200_HBM_BANDWIDTH):
+    """The roofline: the FLOP rate a kernel of this intensity can reach at most,
+    ``min(peak_flops, intensity * bandwidth)`` (numbers or NumPy arrays)."""
+    return np.minimum(peak_flops, np.asarray(intensity, dtype=float) * bandwidth)
 
 
 # --------------------------------------------------------------------------------------------
