@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from hypothesis import strategies as st
 
 from mamba2_tile import reference
 from mamba2_tile.tolerances import to_numpy
@@ -65,6 +66,33 @@ def make_case(case, device="cpu"):
         t["initial_states"] = tensor((b, h, p, n), torch.float32)
     case.tensors = t
     return t
+
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+@st.composite
+def random_cases(draw, nheads=(1, 2, 4, 8), headdims=(4, 6, 8, 24), dstates=(4, 8, 10, 32),
+                 max_seqlen=600):
+    """Hypothesis strategy: a ``Case`` with every optional input and ``dt`` option drawn."""
+    nheads = draw(st.sampled_from(nheads))
+    return Case(
+        batch=draw(st.integers(1, 2)),
+        seqlen=draw(st.integers(1, max_seqlen)),
+        nheads=nheads,
+        headdim=draw(st.sampled_from(headdims)),
+        ngroups=draw(st.sampled_from(sorted({1, max(1, nheads // 2), nheads}))),
+        dstate=draw(st.sampled_from(dstates)),
+        dtype=draw(st.sampled_from(DTYPES)),
+        D=draw(st.sampled_from([None, "head", "channel"])),
+        z=draw(st.booleans()),
+        dt_bias=draw(st.booleans()),
+        initial_states=draw(st.booleans()),
+        dt_softplus=draw(st.booleans()),
+        dt_limit=draw(st.sampled_from([(0.0, float("inf")), (0.02, 0.15)])),
+        dt_range=draw(st.sampled_from([(0.01, 0.2), (-3.0, 0.0)])),
+        seed=draw(st.integers(0, 2**16)),
+    )
 
 
 def api_kwargs(case):

@@ -7,10 +7,8 @@ from hypothesis import given, settings, strategies as st
 
 from mamba2_tile import reference
 from mamba2_tile.api import mamba_chunk_scan_combined
-from ssd_cases import Case, api_kwargs, expected_output, make_case
+from ssd_cases import DTYPES, Case, api_kwargs, expected_output, make_case, random_cases
 from mamba2_tile.tolerances import CHUNK_AGREEMENT, TOLERANCES, assert_close, to_numpy
-
-DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
 
 def run(case, chunk_size):
@@ -29,30 +27,8 @@ def check(case, chunk_size):
     return y, final_states
 
 
-@st.composite
-def cases(draw):
-    nheads = draw(st.sampled_from([1, 2, 4, 8]))
-    return Case(
-        batch=draw(st.integers(1, 2)),
-        seqlen=draw(st.integers(1, 600)),
-        nheads=nheads,
-        headdim=draw(st.sampled_from([4, 6, 8, 24])),
-        ngroups=draw(st.sampled_from(sorted({1, max(1, nheads // 2), nheads}))),
-        dstate=draw(st.sampled_from([4, 8, 10, 32])),
-        dtype=draw(st.sampled_from(DTYPES)),
-        D=draw(st.sampled_from([None, "head", "channel"])),
-        z=draw(st.booleans()),
-        dt_bias=draw(st.booleans()),
-        initial_states=draw(st.booleans()),
-        dt_softplus=draw(st.booleans()),
-        dt_limit=draw(st.sampled_from([(0.0, float("inf")), (0.02, 0.15)])),
-        dt_range=draw(st.sampled_from([(0.01, 0.2), (-3.0, 0.0)])),
-        seed=draw(st.integers(0, 2**16)),
-    )
-
-
 @settings(max_examples=40, deadline=None)
-@given(case=cases(), chunk_size=st.sampled_from([64, 128, 256]))
+@given(case=random_cases(), chunk_size=st.sampled_from([64, 128, 256]))
 def test_matches_recurrence(case, chunk_size):
     check(case, chunk_size)
 

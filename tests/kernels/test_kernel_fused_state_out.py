@@ -11,9 +11,8 @@ from mamba2_tile.kernels.fused_state_out import (MAX_STATE_ELEMENTS, REFERENCE_S
                                                  fused_block_p, fused_fills_gpu,
                                                  fused_state_out_launch)
 from mamba2_tile.tolerances import TF32_TOLERANCE, TOLERANCES, assert_close
-from ssd_cases import Case, api_kwargs, expected_output, make_case
+from ssd_cases import DTYPES, Case, api_kwargs, expected_output, make_case, random_cases
 
-DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 FUSED = DEFAULT_OPTIONS.with_switches(fuse_state_passing=True)
 THREE_KERNELS = DEFAULT_OPTIONS.with_switches(fuse_state_passing=False)
 
@@ -34,30 +33,10 @@ def check(case, chunk_size, options=FUSED, tol=None):
     return y, final_states
 
 
-@st.composite
-def cases(draw):
-    nheads = draw(st.sampled_from([1, 2, 4]))
-    return Case(
-        batch=draw(st.integers(1, 2)),
-        seqlen=draw(st.integers(1, 400)),
-        nheads=nheads,
-        headdim=draw(st.sampled_from([4, 6, 24, 72])),        # 72: two headdim tiles
-        ngroups=draw(st.sampled_from(sorted({1, max(1, nheads // 2), nheads}))),
-        dstate=draw(st.sampled_from([4, 10, 32])),
-        dtype=draw(st.sampled_from(DTYPES)),
-        D=draw(st.sampled_from([None, "head", "channel"])),
-        z=draw(st.booleans()),
-        dt_bias=draw(st.booleans()),
-        initial_states=draw(st.booleans()),
-        dt_softplus=draw(st.booleans()),
-        dt_limit=draw(st.sampled_from([(0.0, float("inf")), (0.02, 0.15)])),
-        dt_range=draw(st.sampled_from([(0.01, 0.2), (-3.0, 0.0)])),
-        seed=draw(st.integers(0, 2**16)),
-    )
-
-
 @settings(max_examples=30, deadline=None)
-@given(case=cases(), chunk_size=st.sampled_from([64, 128, 256]))
+@given(case=random_cases(nheads=(1, 2, 4), headdims=(4, 6, 24, 72),  # 72: two tiles
+                         dstates=(4, 10, 32), max_seqlen=400),
+       chunk_size=st.sampled_from([64, 128, 256]))
 def test_matches_recurrence(case, chunk_size):
     check(case, chunk_size)
 
