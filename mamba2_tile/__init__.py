@@ -7,15 +7,20 @@ The map of the package (one idea per module):
 * ``reference``        float64 NumPy references: recurrence, quadratic form, chunked stages
 * ``shapes``           argument checks shared by the references and the public API
 * ``api``              ``mamba_chunk_scan_combined`` on torch tensors
-* ``kernels``          the three cuTile kernels, one file each, host launcher beside the kernel
+* ``kernels``          the three cuTile kernels and the fused stages 2+3, one file each, host
+                       launcher beside the kernel; ``kernels.options``: the performance switches
 * ``tile``             ``ct``: real ``cuda.tile`` where it installs, the interpreter's otherwise
 * ``dispatch``         where a launch runs: cuTile on a GPU, the CPU tile interpreter elsewhere
 * ``interpreter``      runs unmodified ``@ct.kernel`` functions on the CPU, block by block
 * ``compiler``         compiles a kernel to a cubin for sm_80/sm_90/sm_100 without a GPU
 * ``torch_reference``  the chunked algorithm in plain PyTorch (baseline, float64 ground truth)
 * ``cost``             FLOPs and bytes of each algorithm and stage
+* ``autotune``         per-GPU, per-shape choice of the switches, cached on disk
 * ``bench``            ``python -m mamba2_tile.bench``: GPU timings against mamba_ssm
+* ``scaling``          ``python -m mamba2_tile.scaling``: time and memory up to 256k tokens
 * ``results``          the measured GPU results stored in ``data/``
+* ``memory``           memory of a state against a KV cache / attention scores
+* ``tolerances``       the per-dtype tolerances the kernels are held to
 * ``environment``      what this machine can run
 * ``checks``           learner checks for the notebooks' exercises
 * ``plots``, ``widgets``  the notebooks' pictures and interactive explorers
