@@ -33,7 +33,7 @@ import torch
 from mamba2_tile import autotune
 from mamba2_tile.kernels import (DEFAULT_OPTIONS, chunk_cumsum, compute_out, fused_state_out,
                                  fwd_pass_state)
-from mamba2_tile.kernels.fused_state_out import fused_fills_gpu
+from mamba2_tile.kernels.fused_state_out import uses_fused
 from mamba2_tile.shapes import check_chunk_size, ssd_dims
 
 CHUNK_SIZES = (64, 128, 256)
@@ -150,10 +150,7 @@ def _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_softp
     dA_cumsum, dt_chunks = chunk_cumsum(dt, A, chunk_size, dt_bias=dt_bias,
                                         dt_softplus=dt_softplus, dt_limit=tuple(dt_limit),
                                         options=options.chunk_cumsum)
-    fuse = options.fuse_state_passing
-    if fuse is None:
-        fuse = fused_fills_gpu(x, B, options.fused_state_out)
-    if fuse:
+    if uses_fused(x, B, options):
         y, final_states = fused_state_out(x, dt_chunks, dA_cumsum, B, C, initial_states, D=D,
                                           z=z, options=options.fused_state_out)
         return (y, final_states) if return_final_states else y

@@ -43,7 +43,7 @@ import torch
 from mamba2_tile.kernels import (DEFAULT_OPTIONS, KernelOptions,
                                  chunk_cumsum, chunk_cumsum_launch, compute_out_launch,
                                  fused_state_out_launch, fwd_pass_state, fwd_pass_state_launch)
-from mamba2_tile.kernels.fused_state_out import fused_fills_gpu
+from mamba2_tile.kernels.fused_state_out import uses_fused
 from mamba2_tile.kernels.launching import next_power_of_2
 
 AUTOTUNE_ENV = "MAMBA2_TILE_AUTOTUNE"
@@ -89,13 +89,6 @@ def shape_class(x, B, chunk_size):
     return ShapeClass(chunk_size, headdim, B.shape[3], B.shape[2] == 1,
                       next_power_of_2(max(seqlen, MIN_SEQLEN_BUCKET)),
                       str(x.dtype).removeprefix("torch."))
-
-
-def uses_fused(x, B, base=DEFAULT_OPTIONS):
-    """The path ``base`` asks for: its ``fuse_state_passing``, or when ``None`` the auto rule."""
-    if base.fuse_state_passing is None:
-        return fused_fills_gpu(x, B, base.fused_state_out)
-    return base.fuse_state_passing
 
 
 def cache_key(gpu, kernel, shape, base=DEFAULT_OPTIONS):
@@ -281,7 +274,7 @@ def clear_memory():
     _memory.clear()
 
 
-__all__ = ["enabled", "cache_path", "ShapeClass", "shape_class", "uses_fused", "cache_key",
+__all__ = ["enabled", "cache_path", "ShapeClass", "shape_class", "cache_key",
            "load_cache",
            "save_cache", "options_from_entries", "tile_space", "switch_space", "tune",
            "forward_options", "tuned_options", "clear_memory"]

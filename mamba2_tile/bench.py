@@ -51,6 +51,7 @@ import torch
 from mamba2_tile.autotune import LATENCY_HINT
 from mamba2_tile.cost import Problem, minimal_bytes
 from mamba2_tile.kernels import DEFAULT_OPTIONS, ForwardOptions
+from mamba2_tile.kernels.fused_state_out import uses_fused
 from mamba2_tile.torch_reference import mamba_chunk_scan_torch
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
@@ -161,20 +162,27 @@ def flush_l2(buffer):
     buffer.add_(1)
 
 
-def median_ms(fn, reps, flush_buffer):
-    """Median time of ``fn`` replayed from a CUDA graph, L2 flushed before each replay."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
+def median_ms(fn, reps, flush_buffer, graph=True):
+    """Median time of ``fn`` replayed from a CUDA graph, L2 flushed before each replay.
+
+    ``graph=False`` times eager calls instead, with no warm-up: for calls the caller has already
+    warmed up and that are too big to capture (a graph keeps its own memory pool).
+    """
+    run = fn
+    if graph:
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        captured = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(captured):
+            fn()
+        run = captured.replay
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
               for _ in range(reps)]
     for start, end in events:
         flush_l2(flush_buffer)
         start.record()
-        graph.replay()
+        run()
         end.record()
     torch.cuda.synchronize()
     times = sorted(start.elapsed_time(end) for start, end in events)
@@ -223,8 +231,6 @@ def load_triton():
 
 def forward_path(x, B, options=DEFAULT_OPTIONS):
     """``"fused"`` or ``"three_kernel"``: which kernels ``options`` run for these inputs."""
-    from mamba2_tile.autotune import uses_fused
-
     return "fused" if uses_fused(x, B, options) else "three_kernel"
 
 

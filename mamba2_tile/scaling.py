@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from mamba2_tile import bench
+from mamba2_tile.api import CHUNK_SIZES
 from mamba2_tile.cost import Cost
 from mamba2_tile.memory import format_bytes
 from mamba2_tile.results import DATA_DIR, SCALING_METHODS, SCALING_STATUSES, results_path
@@ -41,7 +42,6 @@ from mamba2_tile.results import DATA_DIR, SCALING_METHODS, SCALING_STATUSES, res
 DEFAULT_SEQLENS = tuple(1024 * 2 ** k for k in range(9))      # 1k, 2k, ..., 256k
 DEFAULT_NAME = "h200_scaling"
 METHODS = SCALING_METHODS
-CHUNK_SIZES = (64, 128, 256)
 SECONDS_PER_POINT = 10.0
 """A slow measurement gets fewer replays (at least 3), so that none takes much longer than this."""
 
@@ -202,20 +202,6 @@ def _one_call(fn):
     return start.elapsed_time(end), peak
 
 
-def _eager_median_ms(fn, reps, flush_buffer):
-    """Like bench.median_ms without the CUDA graph, for calls too big to capture (see below)."""
-    times = []
-    for _ in range(reps):
-        bench.flush_l2(flush_buffer)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[len(times) // 2]
-
-
 def _measure(method, config, seqlen, reps, flush_buffer, max_ms):
     """(ms, peak bytes, note) of one method at one seqlen; the note names the SSD's path."""
     fn, inputs = make_call(method, config, seqlen)
@@ -231,8 +217,8 @@ def _measure(method, config, seqlen, reps, flush_buffer, max_ms):
     # so capturing needs the call's working memory twice. Where that does not fit, time eagerly:
     # at that size the launch overhead the graph would hide is negligible.
     free, _ = torch.cuda.mem_get_info()
-    timer = bench.median_ms if 2 * peak < 0.9 * free else _eager_median_ms
-    return timer(fn, replays_for(probe_ms, reps), flush_buffer), peak, note
+    graph = 2 * peak < 0.9 * free
+    return bench.median_ms(fn, replays_for(probe_ms, reps), flush_buffer, graph=graph), peak, note
 
 
 def _is_oom(error):

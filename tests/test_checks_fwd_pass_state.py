@@ -15,14 +15,17 @@ from mamba2_tile.tile import ct
 ZERO = ct.PaddingMode.ZERO
 
 
-@ct.kernel
-def simple(x, B, dt, dA_cumsum, chunk_states, final_states, CHUNK_SIZE: ct.Constant[int],
-           BLOCK_P: ct.Constant[int], BLOCK_N: ct.Constant[int]):
+@ct.function
+def simple_body(x, B, dt, dA_cumsum, chunk_states, final_states, CHUNK_SIZE, BLOCK_P, BLOCK_N,
+                STORE_ENTERING):
+    """One (batch, head) block; ``STORE_ENTERING=False`` is the learner's bug of storing the
+    state after the jump instead of the state entering the chunk."""
     b, h = ct.bid(0), ct.bid(1)
     g = h // (x.shape[2] // B.shape[2])
     state = ct.zeros((BLOCK_P, BLOCK_N), dtype=ct.float32)
     for c in range(dA_cumsum.shape[2]):
-        ct.store(chunk_states, (b, h, c, 0, 0), ct.reshape(state, (1, 1, 1, BLOCK_P, BLOCK_N)))
+        if STORE_ENTERING:
+            ct.store(chunk_states, (b, h, c, 0, 0), ct.reshape(state, (1, 1, 1, BLOCK_P, BLOCK_N)))
         dA = ct.reshape(ct.load(dA_cumsum, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)), (CHUNK_SIZE, 1))
         dt_c = ct.reshape(ct.load(dt, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)), (CHUNK_SIZE, 1))
         dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)), (1, 1))
@@ -33,29 +36,25 @@ def simple(x, B, dt, dA_cumsum, chunk_states, final_states, CHUNK_SIZE: ct.Const
         x_w = x_c * (ct.exp(dA_last - dA) * dt_c)
         outer = ct.reshape(x_w, (CHUNK_SIZE, BLOCK_P, 1)) * ct.reshape(B_c, (CHUNK_SIZE, 1, BLOCK_N))
         state = state * ct.exp(dA_last) + ct.sum(outer, axis=0)
+        if not STORE_ENTERING:
+            ct.store(chunk_states, (b, h, c, 0, 0), ct.reshape(state, (1, 1, 1, BLOCK_P, BLOCK_N)))
     ct.store(final_states, (b, h, 0, 0), ct.reshape(state, (1, 1, BLOCK_P, BLOCK_N)))
+
+
+@ct.kernel
+def simple(x, B, dt, dA_cumsum, chunk_states, final_states, CHUNK_SIZE: ct.Constant[int],
+           BLOCK_P: ct.Constant[int], BLOCK_N: ct.Constant[int]):
+    simple_body(x, B, dt, dA_cumsum, chunk_states, final_states, CHUNK_SIZE, BLOCK_P, BLOCK_N,
+                True)
 
 
 @ct.kernel
 def simple_stores_after(x, B, dt, dA_cumsum, chunk_states, final_states,
                         CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
                         BLOCK_N: ct.Constant[int]):
-    b, h = ct.bid(0), ct.bid(1)
-    g = h // (x.shape[2] // B.shape[2])
-    state = ct.zeros((BLOCK_P, BLOCK_N), dtype=ct.float32)
-    for c in range(dA_cumsum.shape[2]):
-        dA = ct.reshape(ct.load(dA_cumsum, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)), (CHUNK_SIZE, 1))
-        dt_c = ct.reshape(ct.load(dt, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)), (CHUNK_SIZE, 1))
-        dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)), (1, 1))
-        x_c = ct.load(x, (b, c, h, 0), (1, CHUNK_SIZE, 1, BLOCK_P), padding_mode=ZERO)
-        x_c = ct.reshape(x_c, (CHUNK_SIZE, BLOCK_P)).astype(ct.float32)
-        B_c = ct.load(B, (b, c, g, 0), (1, CHUNK_SIZE, 1, BLOCK_N), padding_mode=ZERO)
-        B_c = ct.reshape(B_c, (CHUNK_SIZE, BLOCK_N)).astype(ct.float32)
-        x_w = x_c * (ct.exp(dA_last - dA) * dt_c)
-        outer = ct.reshape(x_w, (CHUNK_SIZE, BLOCK_P, 1)) * ct.reshape(B_c, (CHUNK_SIZE, 1, BLOCK_N))
-        state = state * ct.exp(dA_last) + ct.sum(outer, axis=0)
-        ct.store(chunk_states, (b, h, c, 0, 0), ct.reshape(state, (1, 1, 1, BLOCK_P, BLOCK_N)))
-    ct.store(final_states, (b, h, 0, 0), ct.reshape(state, (1, 1, BLOCK_P, BLOCK_N)))
+    # The bug: chunk_states gets the state after the chunk's jump, not the one entering it.
+    simple_body(x, B, dt, dA_cumsum, chunk_states, final_states, CHUNK_SIZE, BLOCK_P, BLOCK_N,
+                False)
 
 
 @ct.kernel

@@ -23,8 +23,11 @@ update is ``B_iᵀ @ (w x_i)``. Rounding is the three-kernel pipeline's: the sta
 The price is parallelism: one block per (batch, head, headdim tile) instead of one per (batch,
 chunk, head, ...) for stage 3. With batch x nheads in the hundreds that fills an H200; with a
 handful of heads it does not, and the three-kernel pipeline is faster
-(``ForwardOptions.fuse_state_passing``; left at ``None``, :func:`fused_fills_gpu` picks).
+(``ForwardOptions.fuse_state_passing``; left at ``None``, :func:`fused_fills_gpu` picks;
+:func:`uses_fused` applies that rule for the API, the autotuner and the benchmark).
 """
+
+from functools import lru_cache
 
 import torch
 
@@ -175,9 +178,21 @@ def fused_fills_gpu(x, B, options=KernelOptions()):
     """
     batch, _, nheads, headdim = x.shape
     blocks = batch * nheads * cdiv(headdim, fused_block_p(headdim, B.shape[3], options.block_p))
-    sms = (torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda
-           else REFERENCE_SM_COUNT)
-    return blocks >= sms
+    return blocks >= (_sm_count(x.device.index) if x.is_cuda else REFERENCE_SM_COUNT)
+
+
+@lru_cache(maxsize=None)
+def _sm_count(device_index):
+    """Looked up once per GPU: the rule runs on every call of the public API."""
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def uses_fused(x, B, options):
+    """Whether :class:`ForwardOptions` ``options`` run the fused kernel on these inputs: its
+    ``fuse_state_passing``, or when that is ``None``, :func:`fused_fills_gpu`."""
+    if options.fuse_state_passing is None:
+        return fused_fills_gpu(x, B, options.fused_state_out)
+    return options.fuse_state_passing
 
 
 def fused_state_out_launch(x, dt, dA_cumsum, B, C, initial_states=None, D=None, z=None,
