@@ -16,6 +16,30 @@ ZERO = ct.PaddingMode.ZERO
 
 
 @ct.function
+def chunk_decay(dt, dA_cumsum, b, h, c, CHUNK_SIZE):
+    """Chunk c's dA_cumsum and dt as columns, and its last dA_cumsum: what every variant loads."""
+    dA = ct.reshape(ct.load(dA_cumsum, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)), (CHUNK_SIZE, 1))
+    dt_c = ct.reshape(ct.load(dt, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)), (CHUNK_SIZE, 1))
+    dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)), (1, 1))
+    return dA, dt_c, dA_last
+
+
+@ct.function
+def tiled_block_start(x, B, initial_states, BLOCK_P, BLOCK_N, HAS_INITIAL_STATES):
+    """A tiled block's (batch, head, group, headdim tile, dstate tile) and its starting state."""
+    nheads = x.shape[2]
+    b, h = ct.bid(0) // nheads, ct.bid(0) % nheads
+    pt, nt = ct.bid(1), ct.bid(2)
+    g = h // (nheads // B.shape[2])
+    if HAS_INITIAL_STATES:
+        state = ct.load(initial_states, (b, h, pt, nt), (1, 1, BLOCK_P, BLOCK_N), padding_mode=ZERO)
+        state = ct.reshape(state, (BLOCK_P, BLOCK_N)).astype(ct.float32)
+    else:
+        state = ct.zeros((BLOCK_P, BLOCK_N), dtype=ct.float32)
+    return b, h, g, pt, nt, state
+
+
+@ct.function
 def simple_body(x, B, dt, dA_cumsum, chunk_states, final_states, CHUNK_SIZE, BLOCK_P, BLOCK_N,
                 STORE_ENTERING):
     """One (batch, head) block; ``STORE_ENTERING=False`` is the learner's bug of storing the
@@ -26,9 +50,7 @@ def simple_body(x, B, dt, dA_cumsum, chunk_states, final_states, CHUNK_SIZE, BLO
     for c in range(dA_cumsum.shape[2]):
         if STORE_ENTERING:
             ct.store(chunk_states, (b, h, c, 0, 0), ct.reshape(state, (1, 1, 1, BLOCK_P, BLOCK_N)))
-        dA = ct.reshape(ct.load(dA_cumsum, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)), (CHUNK_SIZE, 1))
-        dt_c = ct.reshape(ct.load(dt, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)), (CHUNK_SIZE, 1))
-        dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)), (1, 1))
+        dA, dt_c, dA_last = chunk_decay(dt, dA_cumsum, b, h, c, CHUNK_SIZE)
         x_c = ct.load(x, (b, c, h, 0), (1, CHUNK_SIZE, 1, BLOCK_P), padding_mode=ZERO)
         x_c = ct.reshape(x_c, (CHUNK_SIZE, BLOCK_P)).astype(ct.float32)
         B_c = ct.load(B, (b, c, g, 0), (1, CHUNK_SIZE, 1, BLOCK_N), padding_mode=ZERO)
@@ -68,20 +90,11 @@ def simple_stub(x, B, dt, dA_cumsum, chunk_states, final_states, CHUNK_SIZE: ct.
 def tiled_weight_from_start(x, B, dt, dA_cumsum, initial_states, chunk_states, final_states,
                             CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
                             BLOCK_N: ct.Constant[int], HAS_INITIAL_STATES: ct.Constant[bool]):
-    nheads = x.shape[2]
-    b, h = ct.bid(0) // nheads, ct.bid(0) % nheads
-    pt, nt = ct.bid(1), ct.bid(2)
-    g = h // (nheads // B.shape[2])
-    if HAS_INITIAL_STATES:
-        state = ct.load(initial_states, (b, h, pt, nt), (1, 1, BLOCK_P, BLOCK_N), padding_mode=ZERO)
-        state = ct.reshape(state, (BLOCK_P, BLOCK_N)).astype(ct.float32)
-    else:
-        state = ct.zeros((BLOCK_P, BLOCK_N), dtype=ct.float32)
+    b, h, g, pt, nt, state = tiled_block_start(x, B, initial_states, BLOCK_P, BLOCK_N,
+                                               HAS_INITIAL_STATES)
     for c in range(dA_cumsum.shape[2]):
         ct.store(chunk_states, (b, h, c, pt, nt), ct.reshape(state, (1, 1, 1, BLOCK_P, BLOCK_N)))
-        dA = ct.reshape(ct.load(dA_cumsum, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)), (CHUNK_SIZE, 1))
-        dt_c = ct.reshape(ct.load(dt, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)), (CHUNK_SIZE, 1))
-        dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)), (1, 1))
+        dA, dt_c, dA_last = chunk_decay(dt, dA_cumsum, b, h, c, CHUNK_SIZE)
         x_c = ct.load(x, (b, c, h, pt), (1, CHUNK_SIZE, 1, BLOCK_P), padding_mode=ZERO)
         x_c = ct.reshape(x_c, (CHUNK_SIZE, BLOCK_P)).astype(ct.float32)
         B_c = ct.load(B, (b, c, g, nt), (1, CHUNK_SIZE, 1, BLOCK_N), padding_mode=ZERO)
@@ -96,20 +109,11 @@ def tiled_weight_from_start(x, B, dt, dA_cumsum, initial_states, chunk_states, f
 def mma_no_decay(x, B, dt, dA_cumsum, initial_states, chunk_states, final_states,
                  CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
                  BLOCK_N: ct.Constant[int], HAS_INITIAL_STATES: ct.Constant[bool]):
-    nheads = x.shape[2]
-    b, h = ct.bid(0) // nheads, ct.bid(0) % nheads
-    pt, nt = ct.bid(1), ct.bid(2)
-    g = h // (nheads // B.shape[2])
-    if HAS_INITIAL_STATES:
-        state = ct.load(initial_states, (b, h, pt, nt), (1, 1, BLOCK_P, BLOCK_N), padding_mode=ZERO)
-        state = ct.reshape(state, (BLOCK_P, BLOCK_N)).astype(ct.float32)
-    else:
-        state = ct.zeros((BLOCK_P, BLOCK_N), dtype=ct.float32)
+    b, h, g, pt, nt, state = tiled_block_start(x, B, initial_states, BLOCK_P, BLOCK_N,
+                                               HAS_INITIAL_STATES)
     for c in range(dA_cumsum.shape[2]):
         ct.store(chunk_states, (b, h, c, pt, nt), ct.reshape(state, (1, 1, 1, BLOCK_P, BLOCK_N)))
-        dA = ct.reshape(ct.load(dA_cumsum, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)), (CHUNK_SIZE, 1))
-        dt_c = ct.reshape(ct.load(dt, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)), (CHUNK_SIZE, 1))
-        dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)), (1, 1))
+        dA, dt_c, dA_last = chunk_decay(dt, dA_cumsum, b, h, c, CHUNK_SIZE)
         x_c = ct.reshape(ct.load(x, (b, c, h, pt), (1, CHUNK_SIZE, 1, BLOCK_P), padding_mode=ZERO),
                          (CHUNK_SIZE, BLOCK_P))
         B_c = ct.reshape(ct.load(B, (b, c, g, nt), (1, CHUNK_SIZE, 1, BLOCK_N), padding_mode=ZERO),

@@ -95,6 +95,26 @@ def random_cases(draw, nheads=(1, 2, 4, 8), headdims=(4, 6, 8, 24), dstates=(4, 
     )
 
 
+@st.composite
+def stage_shapes(draw):
+    """Hypothesis strategy for one stage kernel's test: the sizes ``stage_inputs`` takes.
+
+    Groups are one, between (half the heads) or all; headdim 33 / dstate 12 are padded tiles.
+    """
+    nheads = draw(st.sampled_from([1, 2, 4, 8]))
+    group_choice = draw(st.sampled_from(["one", "between", "all"]))
+    return dict(
+        batch=draw(st.integers(1, 2)),
+        seqlen=draw(st.integers(1, 600)),
+        nheads=nheads,
+        headdim=draw(st.sampled_from([4, 6, 16, 33, 64])),
+        ngroups={"one": 1, "between": max(1, nheads // 2), "all": nheads}[group_choice],
+        dstate=draw(st.sampled_from([4, 8, 12, 64])),
+        chunk_size=draw(st.sampled_from([64, 128, 256])),
+        dtype=draw(st.sampled_from(DTYPES)),
+    )
+
+
 def api_kwargs(case):
     """The keyword arguments of ``mamba_chunk_scan_combined`` besides the tensors."""
     return dict(dt_softplus=case.dt_softplus, dt_limit=case.dt_limit)

@@ -7,8 +7,7 @@ from hypothesis import given, settings, strategies as st
 from mamba2_tile import reference
 from mamba2_tile.kernels import compute_out, compute_out_launch
 from mamba2_tile.tolerances import TOLERANCES, assert_close, to_numpy
-
-DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+from ssd_cases import stage_shapes
 
 
 def stage_inputs(rng, batch, seqlen, nheads, headdim, ngroups, dstate, chunk_size, dtype,
@@ -39,26 +38,12 @@ def check(x, dt, dA_cumsum, B, C, chunk_states, D, z):
 
 
 @settings(max_examples=30, deadline=None)
-@given(
-    batch=st.integers(1, 2),
-    seqlen=st.integers(1, 600),
-    nheads=st.sampled_from([1, 2, 4, 8]),
-    group_choice=st.sampled_from(["one", "between", "all"]),
-    headdim=st.sampled_from([4, 6, 16, 33, 64]),
-    dstate=st.sampled_from([4, 8, 12, 64]),
-    chunk_size=st.sampled_from([64, 128, 256]),
-    dtype=st.sampled_from(DTYPES),
-    D_kind=st.sampled_from([None, "head", "channel"]),
-    has_z=st.booleans(),
-    seed=st.integers(0, 2**16),
-)
-def test_matches_reference(batch, seqlen, nheads, group_choice, headdim, dstate, chunk_size,
-                           dtype, D_kind, has_z, seed):
-    ngroups = {"one": 1, "between": max(1, nheads // 2), "all": nheads}[group_choice]
+@given(shape=stage_shapes(), D_kind=st.sampled_from([None, "head", "channel"]),
+       has_z=st.booleans(), seed=st.integers(0, 2**16))
+def test_matches_reference(shape, D_kind, has_z, seed):
+    nheads, headdim = shape["nheads"], shape["headdim"]
     D_shape = {None: None, "head": (nheads,), "channel": (nheads, headdim)}[D_kind]
-    rng = np.random.default_rng(seed)
-    check(*stage_inputs(rng, batch, seqlen, nheads, headdim, ngroups, dstate, chunk_size, dtype,
-                        D_shape, has_z))
+    check(*stage_inputs(np.random.default_rng(seed), **shape, D_shape=D_shape, has_z=has_z))
 
 
 def test_several_headdim_tiles_and_row_blocks():

@@ -7,8 +7,7 @@ from hypothesis import given, settings, strategies as st
 from mamba2_tile import reference
 from mamba2_tile.kernels import fwd_pass_state, fwd_pass_state_launch
 from mamba2_tile.tolerances import TOLERANCES, assert_close, to_numpy
-
-DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+from ssd_cases import stage_shapes
 
 
 def stage_inputs(rng, batch, seqlen, nheads, headdim, ngroups, dstate, chunk_size, dtype,
@@ -41,24 +40,10 @@ def check(x, B, dt_chunks, dA_cumsum, initial_states):
 
 
 @settings(max_examples=30, deadline=None)
-@given(
-    batch=st.integers(1, 2),
-    seqlen=st.integers(1, 600),
-    nheads=st.sampled_from([1, 2, 4, 8]),
-    group_choice=st.sampled_from(["one", "between", "all"]),
-    headdim=st.sampled_from([4, 6, 16, 33, 64]),
-    dstate=st.sampled_from([4, 8, 12, 64]),
-    chunk_size=st.sampled_from([64, 128, 256]),
-    dtype=st.sampled_from(DTYPES),
-    has_initial_states=st.booleans(),
-    seed=st.integers(0, 2**16),
-)
-def test_matches_reference(batch, seqlen, nheads, group_choice, headdim, dstate, chunk_size,
-                           dtype, has_initial_states, seed):
-    ngroups = {"one": 1, "between": max(1, nheads // 2), "all": nheads}[group_choice]
-    rng = np.random.default_rng(seed)
-    check(*stage_inputs(rng, batch, seqlen, nheads, headdim, ngroups, dstate, chunk_size, dtype,
-                        has_initial_states))
+@given(shape=stage_shapes(), has_initial_states=st.booleans(), seed=st.integers(0, 2**16))
+def test_matches_reference(shape, has_initial_states, seed):
+    check(*stage_inputs(np.random.default_rng(seed), **shape,
+                        has_initial_states=has_initial_states))
 
 
 def test_several_state_tiles_per_head():
