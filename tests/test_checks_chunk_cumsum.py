@@ -51,27 +51,28 @@ def per_head_stub(dt, A, dA_cumsum, dt_out, CHUNK_SIZE: ct.Constant[int]):
     raise NotImplementedError("Exercise: write your code here")
 
 
-@ct.kernel
-def heads(dt, A, dA_cumsum, dt_out, CHUNK_SIZE: ct.Constant[int], BLOCK_H: ct.Constant[int]):
+@ct.function
+def heads_body(dt, A, dA_cumsum, dt_out, CHUNK_SIZE, BLOCK_H, SUM_AXIS):
+    """One (batch, chunk, head block) block; ``SUM_AXIS=1`` is the learner's bug of summing
+    across the heads instead of along the chunk (axis 0)."""
     b, c, hb = ct.bid(0), ct.bid(1), ct.bid(2)
     dt_c = ct.load(dt, (b, c, hb), (1, CHUNK_SIZE, BLOCK_H), padding_mode=ZERO)
     dt_c = ct.reshape(dt_c, (CHUNK_SIZE, BLOCK_H)).astype(ct.float32)
     A_h = ct.load(A, (hb,), (BLOCK_H,), padding_mode=ZERO).astype(ct.float32)
-    dA = ct.cumsum(dt_c * ct.reshape(A_h, (1, BLOCK_H)), axis=0)
+    dA = ct.cumsum(dt_c * ct.reshape(A_h, (1, BLOCK_H)), axis=SUM_AXIS)
     ct.store(dA_cumsum, (b, hb, c, 0), ct.reshape(ct.transpose(dA), (1, BLOCK_H, 1, CHUNK_SIZE)))
     ct.store(dt_out, (b, hb, c, 0), ct.reshape(ct.transpose(dt_c), (1, BLOCK_H, 1, CHUNK_SIZE)))
+
+
+@ct.kernel
+def heads(dt, A, dA_cumsum, dt_out, CHUNK_SIZE: ct.Constant[int], BLOCK_H: ct.Constant[int]):
+    heads_body(dt, A, dA_cumsum, dt_out, CHUNK_SIZE, BLOCK_H, 0)
 
 
 @ct.kernel
 def heads_wrong_axis(dt, A, dA_cumsum, dt_out, CHUNK_SIZE: ct.Constant[int],
                      BLOCK_H: ct.Constant[int]):
-    b, c, hb = ct.bid(0), ct.bid(1), ct.bid(2)
-    dt_c = ct.load(dt, (b, c, hb), (1, CHUNK_SIZE, BLOCK_H), padding_mode=ZERO)
-    dt_c = ct.reshape(dt_c, (CHUNK_SIZE, BLOCK_H)).astype(ct.float32)
-    A_h = ct.load(A, (hb,), (BLOCK_H,), padding_mode=ZERO).astype(ct.float32)
-    dA = ct.cumsum(dt_c * ct.reshape(A_h, (1, BLOCK_H)), axis=1)
-    ct.store(dA_cumsum, (b, hb, c, 0), ct.reshape(ct.transpose(dA), (1, BLOCK_H, 1, CHUNK_SIZE)))
-    ct.store(dt_out, (b, hb, c, 0), ct.reshape(ct.transpose(dt_c), (1, BLOCK_H, 1, CHUNK_SIZE)))
+    heads_body(dt, A, dA_cumsum, dt_out, CHUNK_SIZE, BLOCK_H, 1)
 
 
 @ct.kernel
