@@ -5,15 +5,23 @@ Reference: :func:`mamba2_tile.reference.fwd_pass_state` followed by
 entering every chunk to global memory (stage 2) and reads it back (stage 3). In float32 that is
 ``headdim * dstate * 4`` bytes per chunk and head, four times the bytes of the chunk's ``x`` at
 headdim 64, dstate 128, chunk 64: most of the forward pass's memory traffic. Here one block owns
-a ``(headdim tile, dstate)`` state of one head, kept in float32 registers, and walks the chunks
-in order. For each chunk, ``BLOCK_M`` rows at a time, it
+a ``(headdim tile, dstate)`` state of one head, kept in float32 registers, and walks the sequence
+in order, ``BLOCK_M`` rows (a *row block*) at a time. For each row block it
 
-1. computes the output rows exactly as ``compute_out`` does: the inter-chunk term read out of
-   the state held in registers, ``exp(dA_i) * (C_i @ h_enter)``, the intra-chunk term
-   ``(L ∘ C Bᵀ)(dt x)`` over the row blocks at or below the diagonal, ``D x``, the gate;
-2. adds that row block's tokens to the next state with ``fwd_pass_state``'s jump formula,
-   ``h_next = exp(dA_last) * h_enter + Σ_i exp(dA_last - dA_i) dt_i x_i ⊗ B_i``, whose terms the
-   ``mma`` accumulates row block by row block.
+1. computes the output rows as ``compute_out`` does, with the row block in the role of the
+   chunk: the state entering the row block read out by ``C``, ``exp(dA_i - dA_start) *
+   (C_i @ h_enter)``, plus the causal ``(L ∘ C Bᵀ)(dt x)`` inside the row block, ``D x``, the
+   gate;
+2. carries the state past the row block with ``fwd_pass_state``'s jump formula,
+   ``h_end = exp(dA_end - dA_start) * h_enter + Σ_i exp(dA_end - dA_i) dt_i x_i ⊗ B_i``.
+
+``dA_start`` and ``dA_end`` are ``dA_cumsum`` just before the row block's first token and at
+its last. When ``BLOCK_M`` is the chunk size that is exactly one chunk of the chunked
+algorithm. When it is smaller (chunk 128 and 256 run 64-row blocks), the state is handed from
+row block to row block inside a chunk, and the products of a row with the earlier row blocks of
+its chunk, ``(L ∘ C Bᵀ)`` left of the diagonal, are never formed: the handed-over state carries
+those tokens. Same sum, fewer products: the work per token no longer grows with the chunk size,
+and rounding differs only in where the state passes through the input dtype.
 
 The state is kept as ``(dstate, BLOCK_P)``, so every transpose an ``mma`` needs falls on a tile
 loaded from memory (``B_iᵀ``), never on a register tile: ``C_i @ h`` reads it as it is, and the
@@ -42,6 +50,12 @@ REFERENCE_SM_COUNT = 132
 # Largest state tile (dstate x BLOCK_P float32 values) a block keeps in registers: 8192 floats is
 # 64 registers a thread at 128 threads; a larger one spills.
 MAX_STATE_ELEMENTS = 8192
+# exp(a) = exp2(a * LOG2E). On sm_90 ct.exp compiles to a full-precision expf, eight
+# instructions an element (read off the cubin); ct.exp2 with flush_to_zero is the hardware's
+# approximate exp2 (about 22 correct bits), one instruction. The decays lie in (0, 1] and meet
+# 16-bit operands, so those bits never show, while elementwise work on (64, 64) tiles is most of
+# what this kernel's threads execute.
+LOG2E = 1.4426950408889634
 
 
 @ct.kernel
@@ -65,7 +79,6 @@ def fused_state_out_kernel(
     h = ct.bid(0) % nheads
     p_tile = ct.bid(1)
     g = h // (nheads // B.shape[2])
-    nchunks = dA_cumsum.shape[2]
     blocks_per_chunk = CHUNK_SIZE // BLOCK_M
     zero = ct.PaddingMode.ZERO
     latency = LATENCY if LATENCY > 0 else None
@@ -85,77 +98,61 @@ def fused_state_out_kernel(
         else:
             D_h = ct.reshape(ct.load(D, (h,), (1,)), (1, 1)).astype(ct.float32)
 
-    for c in range(nchunks):
+    # dA_cumsum is in natural-log units; the kernel works in log2 units (see LOG2E).
+    dA_start = ct.zeros((1, 1), dtype=ct.float32)
+    for row_block in range(ct.cdiv(seqlen, BLOCK_M)):
+        c = row_block // blocks_per_chunk
+        m = row_block % blocks_per_chunk
+        if m == 0:
+            dA_start = ct.zeros((1, 1), dtype=ct.float32)       # a chunk's cumsum starts at 0
         # The entering state as an mma operand, rounded like stage 3 rounds what stage 2 stored.
         h_enter = state.astype(C.dtype).astype(mma_dtype)
-        dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)), (1, 1))
-        state = state * ct.exp(dA_last)
+        dA_block = ct.load(dA_cumsum, (b, h, c, m), (1, 1, 1, BLOCK_M))
+        dA_m = ct.reshape(dA_block, (BLOCK_M, 1)) * LOG2E
+        # The row block's last value, taken from the tile already loaded: a load of its own
+        # would be a small synchronous one, waited for on every row block.
+        dA_end = ct.reshape(ct.extract(dA_block, (0, 0, 0, BLOCK_M - 1), (1, 1, 1, 1)),
+                            (1, 1)) * LOG2E
+        state = state * ct.exp2(dA_end - dA_start, flush_to_zero=True)
+        dt_m = ct.reshape(ct.load(dt, (b, h, c, m), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
+        C_m = ct.load(C, (b, row_block, g, 0), (1, BLOCK_M, 1, DSTATE),
+                      padding_mode=zero, latency=latency)
+        C_m = ct.reshape(C_m, (BLOCK_M, DSTATE)).astype(mma_dtype)
+        B_m = ct.load(B, (b, row_block, g, 0), (1, BLOCK_M, 1, DSTATE),
+                      padding_mode=zero, latency=latency)
+        B_m = ct.reshape(B_m, (BLOCK_M, DSTATE)).astype(mma_dtype)
+        x_m = ct.load(x, (b, row_block, h, p_tile), (1, BLOCK_M, 1, BLOCK_P),
+                      padding_mode=zero, latency=latency)
+        x_m = ct.reshape(x_m, (BLOCK_M, BLOCK_P))
 
-        for m in range(blocks_per_chunk):
-            row_block = c * blocks_per_chunk + m
-            # In the last chunk whole row blocks can lie past seqlen: nothing to add or store.
-            if row_block * BLOCK_M < seqlen:
-                dA_m = ct.reshape(ct.load(dA_cumsum, (b, h, c, m), (1, 1, 1, BLOCK_M)),
-                                  (BLOCK_M, 1))
-                dt_m = ct.reshape(ct.load(dt, (b, h, c, m), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
-                C_m = ct.load(C, (b, row_block, g, 0), (1, BLOCK_M, 1, DSTATE),
-                              padding_mode=zero, latency=latency)
-                C_m = ct.reshape(C_m, (BLOCK_M, DSTATE)).astype(mma_dtype)
-                B_m = ct.load(B, (b, row_block, g, 0), (1, BLOCK_M, 1, DSTATE),
-                              padding_mode=zero, latency=latency)
-                B_m = ct.reshape(B_m, (BLOCK_M, DSTATE)).astype(mma_dtype)
-                x_m = ct.load(x, (b, row_block, h, p_tile), (1, BLOCK_M, 1, BLOCK_P),
-                              padding_mode=zero, latency=latency)
-                x_m = ct.reshape(x_m, (BLOCK_M, BLOCK_P))
+        # The entering state read out by C, decayed to each row.
+        acc = ct.mma(C_m, h_enter, ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32))
+        acc = acc * ct.exp2(dA_m - dA_start, flush_to_zero=True)
 
-                # Inter-chunk: the entering state read out by C, decayed to each row.
-                acc = ct.mma(C_m, h_enter, ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32))
-                acc = acc * ct.exp(dA_m)
+        # Inside the row block: causal mask. Clamp before exp2: above the diagonal
+        # dA_i - dA_j > 0 could overflow, and is masked anyway.
+        scores = ct.mma(C_m, ct.transpose(B_m), ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
+        decay = ct.exp2(ct.minimum(dA_m - ct.transpose(dA_m), 0.0), flush_to_zero=True)
+        scores = ct.where(rows >= cols, scores * decay * ct.transpose(dt_m), 0.0)
+        acc = ct.mma(scores.astype(x.dtype).astype(mma_dtype), x_m.astype(mma_dtype), acc)
 
-                # Intra-chunk, the diagonal block: causal mask inside it. Clamp before exp:
-                # above the diagonal dA_i - dA_j > 0 could overflow, and is masked anyway.
-                dA_row = ct.transpose(dA_m)
-                scores = ct.mma(C_m, ct.transpose(B_m),
-                                ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                decay = ct.exp(ct.minimum(dA_m - dA_row, 0.0))
-                scores = ct.where(rows >= cols, scores * decay * ct.transpose(dt_m), 0.0)
-                acc = ct.mma(scores.astype(x.dtype).astype(mma_dtype), x_m.astype(mma_dtype),
-                             acc)
+        x_f32 = x_m.astype(ct.float32)
+        if HAS_D:
+            acc = acc + x_f32 * D_h
+        if HAS_Z:
+            z_m = ct.load(z, (b, row_block, h, p_tile), (1, BLOCK_M, 1, BLOCK_P),
+                          padding_mode=zero, latency=latency)
+            z_m = ct.reshape(z_m, (BLOCK_M, BLOCK_P)).astype(ct.float32)
+            acc = acc * z_m / (1.0 + ct.exp2(-z_m * LOG2E, flush_to_zero=True))  # y silu(z)
+        ct.store(y, (b, row_block, h, p_tile),
+                 ct.reshape(acc.astype(y.dtype), (1, BLOCK_M, 1, BLOCK_P)))
 
-                # Intra-chunk, the full blocks left of the diagonal (every column before every row).
-                for j in range(m):
-                    col_block = c * blocks_per_chunk + j
-                    dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
-                                      (1, BLOCK_M))
-                    dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)),
-                                      (1, BLOCK_M))
-                    B_j = ct.load(B, (b, col_block, g, 0), (1, BLOCK_M, 1, DSTATE),
-                                  padding_mode=zero, latency=latency)
-                    B_j = ct.reshape(B_j, (BLOCK_M, DSTATE)).astype(mma_dtype)
-                    x_j = ct.load(x, (b, col_block, h, p_tile), (1, BLOCK_M, 1, BLOCK_P),
-                                  padding_mode=zero, latency=latency)
-                    x_j = ct.reshape(x_j, (BLOCK_M, BLOCK_P)).astype(mma_dtype)
-                    scores = ct.mma(C_m, ct.transpose(B_j),
-                                    ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                    scores = scores * ct.exp(dA_m - dA_j) * dt_j
-                    acc = ct.mma(scores.astype(x.dtype).astype(mma_dtype), x_j, acc)
-
-                x_f32 = x_m.astype(ct.float32)
-                if HAS_D:
-                    acc = acc + x_f32 * D_h
-                if HAS_Z:
-                    z_m = ct.load(z, (b, row_block, h, p_tile), (1, BLOCK_M, 1, BLOCK_P),
-                                  padding_mode=zero, latency=latency)
-                    z_m = ct.reshape(z_m, (BLOCK_M, BLOCK_P)).astype(ct.float32)
-                    acc = acc * z_m / (1.0 + ct.exp(-z_m))          # y * silu(z)
-                ct.store(y, (b, row_block, h, p_tile),
-                         ct.reshape(acc.astype(y.dtype), (1, BLOCK_M, 1, BLOCK_P)))
-
-                # This row block's tokens, carried to the end of the chunk, join the next state.
-                # Past seqlen dt = 0 (stage 1), so padded rows add nothing.
-                weight = ct.exp(dA_last - dA_m) * dt_m
-                x_weighted = (x_f32 * weight).astype(x.dtype).astype(mma_dtype)
-                state = ct.mma(ct.transpose(B_m), x_weighted, state)
+        # This row block's tokens, carried to its end, join the state. Past seqlen dt = 0
+        # (stage 1), so padded rows add nothing.
+        weight = ct.exp2(dA_end - dA_m, flush_to_zero=True) * dt_m
+        x_weighted = (x_f32 * weight).astype(x.dtype).astype(mma_dtype)
+        state = ct.mma(ct.transpose(B_m), x_weighted, state)
+        dA_start = dA_end
 
     ct.store(final_states, (b, h, p_tile, 0),
              ct.reshape(ct.transpose(state), (1, 1, BLOCK_P, DSTATE)))

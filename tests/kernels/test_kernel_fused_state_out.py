@@ -77,10 +77,19 @@ def test_tf32_for_float32():
     check(case, 64, FUSED.with_switches(tf32=True), tol=TF32_TOLERANCE)
 
 
-def test_long_sequence_and_extreme_decay():
-    check(Case(seqlen=3000, nheads=1, headdim=8, dstate=8, initial_states=True, seed=12), 64)
-    check(Case(seqlen=300, A_range=(-80.0, -20.0), initial_states=True, seed=14), 64)
-    check(Case(seqlen=300, dt_range=(5.0, 30.0), dt_softplus=True, seed=13), 64)
+@pytest.mark.parametrize("chunk_size", [64, 256])     # 256: four row blocks hand the state over
+def test_long_sequence_and_extreme_decay(chunk_size):
+    check(Case(seqlen=3000, nheads=1, headdim=8, dstate=8, initial_states=True, seed=12), chunk_size)
+    check(Case(seqlen=300, A_range=(-80.0, -20.0), initial_states=True, seed=14), chunk_size)
+    check(Case(seqlen=300, dt_range=(5.0, 30.0), dt_softplus=True, seed=13), chunk_size)
+
+
+@pytest.mark.parametrize("block_m", [32, 128])
+def test_any_row_block_size_gives_the_same_output(block_m):
+    # 128: one row block per chunk; 32: four, handing the state over inside each chunk.
+    case = Case(seqlen=300, nheads=2, headdim=16, dstate=16, dtype=torch.float32,
+                initial_states=True, D="head", z=True, seed=15)
+    check(case, 128, FUSED.with_switches(block_m=block_m))
 
 
 def test_the_state_tile_fits_in_registers():
