@@ -235,26 +235,21 @@ def _speedup(row):
     return None
 
 
-def _copy_fraction(row, copy_gbps, override=False):
-    if row.get("copy_fraction") is not None and not override:
+def _copy_fraction(row, copy_gbps):
+    if row.get("copy_fraction") is not None:
         return row["copy_fraction"]
     if copy_gbps:
         return minimal_bytes(problem_of(row)) / (row["mamba2_tile_ms"] * 1e-3) / (copy_gbps * 1e9)
     return None
 
 
-def speedup_summary(results, copy_gbps=None):
+def speedup_summary(results):
     """Fixed-format text: the geomean speed-up over mamba_ssm per chunk size against
     :data:`SPEEDUP_TARGETS`, and the fraction of the copy bandwidth reached on the long
-    dstate-64 sequences against :data:`COPY_FRACTION_TARGET`.
-
-    The fraction is of the copy rate measured in the same run (``results["copy_gbps"]``), or of
-    ``copy_gbps`` when given (a better yardstick measured elsewhere, which the line then names).
-    """
+    dstate-64 sequences against :data:`COPY_FRACTION_TARGET`, the copy rate measured in the same
+    run (``results["copy_gbps"]``), which the line names."""
     rows = _rows(results)
-    override = copy_gbps is not None
-    if not override:
-        copy_gbps = results.get("copy_gbps") if isinstance(results, dict) else None
+    copy_gbps = results.get("copy_gbps") if isinstance(results, dict) else None
     lines = [f"{'chunk':>5s}  {'shapes':>6s}  {'geomean':>7s}  {'min':>6s}  {'max':>6s}  "
              f"{'target':>6s}  met"]
     for chunk in sorted({row["chunk_size"] for row in rows}):
@@ -270,13 +265,13 @@ def speedup_summary(results, copy_gbps=None):
         lines.append(f"{chunk:5d}  {len(ratios):6d}  {mean:6.2f}x  {min(ratios):5.2f}x  "
                      f"{max(ratios):5.2f}x  {f'{target:.1f}x' if target else '-':>6s}  {met}")
     long_rows = [r for r in rows if r["seqlen"] >= 4096 and r["dstate"] == 64]
-    fractions = [f for f in (_copy_fraction(r, copy_gbps, override) for r in long_rows)
-                 if f is not None]
+    fractions = [f for f in (_copy_fraction(r, copy_gbps) for r in long_rows) if f is not None]
     if fractions:
         met = "yes" if min(fractions) >= COPY_FRACTION_TARGET else "no"
         yardstick = f" of a {copy_gbps:.0f} GB/s copy" if copy_gbps else ""
-        lines.append(f"copy bandwidth{yardstick} reached, seqlen >= 4096 and dstate 64: {len(fractions)} "
-                     f"shapes, min {min(fractions):.0%}, geomean {geomean(fractions):.0%} "
+        lines.append(f"copy bandwidth{yardstick} reached, seqlen >= 4096 and dstate 64: "
+                     f"{len(fractions)} shapes, min {min(fractions):.0%}, "
+                     f"geomean {geomean(fractions):.0%} "
                      f"(target >= {COPY_FRACTION_TARGET:.0%} for every shape: {met})")
     else:
         lines.append("copy bandwidth reached, seqlen >= 4096 and dstate 64: not measured")
@@ -347,16 +342,14 @@ def roofline_points(results):
 
 
 def plot_roofline(results, peak_flops=H200_BF16_DENSE_FLOPS, peak_bandwidth=H200_HBM_BANDWIDTH,
-                  marks=None, title=None, copy_gbps=None):
+                  marks=None, title=None):
     """Log-log roofline: achieved TFLOP/s against FLOP/byte, one point per row (and one for
     mamba_ssm where it was timed), under the compute roof (``peak_flops``, 16-bit dense tensor
     cores) and the memory roofs (the copy bandwidth measured in the run, ``copy_gbps``, and the
     datasheet's ``peak_bandwidth``). ``marks``, ``{label: FLOP/byte}``, draws dotted vertical
-    lines (e.g. the intensity of each pipeline on the bytes it really moves). ``copy_gbps``
-    replaces the run's own copy rate (a better yardstick measured elsewhere)."""
+    lines (e.g. the intensity of each pipeline on the bytes it really moves)."""
     points = roofline_points(results)
-    if copy_gbps is None:
-        copy_gbps = results.get("copy_gbps") if isinstance(results, dict) else None
+    copy_gbps = results.get("copy_gbps") if isinstance(results, dict) else None
     intensities = np.array([p["intensity"] for p in points])
     ridge = ridge_point(peak_flops, peak_bandwidth)
     every = [*intensities, *(marks or {}).values()]
