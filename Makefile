@@ -30,10 +30,10 @@ solutions: $(BIN)/.installed
 	$(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.record_timing=False solutions/*.ipynb
 
 notebooks: $(BIN)/.installed
-	$(BIN)/python -m mamba2_tile.exercises
+	$(BIN)/python -m mamba2_tile.course.exercises
 
 golden: $(BIN)/.installed
-	$(BIN)/python -m mamba2_tile.golden
+	$(BIN)/python -m mamba2_tile.tools.golden
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -2,30 +2,37 @@
 
     from mamba2_tile import mamba_chunk_scan_combined   # drop-in for mamba_ssm's forward
 
-The map of the package (one idea per module):
+The map of the package, in three layers that import only downwards (docs/architecture.md has
+the picture, the data path and the notation; tests/test_architecture.py enforces the rules):
 
-* ``reference``        float64 NumPy references: recurrence, quadratic form, chunked stages
-* ``shapes``           argument checks shared by the references and the public API
+core, the library
 * ``api``              ``mamba_chunk_scan_combined`` on torch tensors
+* ``reference``        float64 NumPy references: recurrence, quadratic form, chunked stages
+* ``torch_reference``  the chunked algorithm in plain PyTorch (baseline, float64 ground truth)
+* ``problem``          ``Problem``, the sizes of one call (with its label), and the argument
+                       shape checks shared by the references and the API
+* ``cost``             FLOPs and bytes of each algorithm and stage, and the memory a sequence
+                       costs a model
 * ``kernels``          the three cuTile kernels and the fused stages 2+3, one file each, host
                        launcher beside the kernel; ``kernels.options``: the performance switches
 * ``tile``             ``ct``: real ``cuda.tile`` where it installs, the interpreter's otherwise
 * ``dispatch``         where a launch runs: cuTile on a GPU, the CPU tile interpreter elsewhere
 * ``interpreter``      runs unmodified ``@ct.kernel`` functions on the CPU, block by block
 * ``compiler``         compiles a kernel to a cubin for sm_80/sm_90/sm_100 without a GPU
-* ``torch_reference``  the chunked algorithm in plain PyTorch (baseline, float64 ground truth)
-* ``cost``             FLOPs and bytes of each algorithm and stage
 * ``autotune``         per-GPU, per-shape choice of the switches, cached on disk
-* ``bench``            ``python -m mamba2_tile.bench``: GPU timings against mamba_ssm
-* ``scaling``          ``python -m mamba2_tile.scaling``: time and memory up to 256k tokens
-* ``results``          the measured GPU results stored in ``data/``
-* ``memory``           memory of a state against a KV cache / attention scores
 * ``tolerances``       the per-dtype tolerances the kernels are held to
-* ``environment``      what this machine can run
+
+tools (``mamba2_tile.tools``), commands that measure and store
+* ``bench``            ``python -m mamba2_tile.tools.bench``: GPU timings against mamba_ssm
+* ``scaling``          ``python -m mamba2_tile.tools.scaling``: time and memory up to 256k tokens
+* ``golden``           ``python -m mamba2_tile.tools.golden``: the golden vectors in data/golden/
+* ``results``          reads the measured GPU results stored in ``data/``
+
+course (``mamba2_tile.course``), what the notebooks call
 * ``checks``           learner checks for the notebooks' exercises
 * ``plots``, ``widgets``  the notebooks' pictures and interactive explorers
-* ``exercises``        makes ``notebooks/`` from ``solutions/``
-* ``golden``           writes the golden vectors in ``data/golden/``
+* ``exercises``        ``python -m mamba2_tile.course.exercises``: makes notebooks/ from solutions/
+* ``environment``      what this machine can run
 """
 
 __version__ = "0.1.0"

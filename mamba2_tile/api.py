@@ -5,8 +5,10 @@
 
 Same argument names, layouts and return convention as
 ``mamba_ssm.ops.triton.ssd_combined.mamba_chunk_scan_combined``; it chains the three cuTile
-kernels of :mod:`mamba2_tile.kernels` or, with enough batch x heads to fill the GPU, stage 1 and
-the fused stages 2+3 (:mod:`mamba2_tile.kernels.fused_state_out`). CUDA tensors run on the GPU
+kernels of :mod:`mamba2_tile.kernels` or (the default) stage 1 and the fused stages 2+3
+(:mod:`mamba2_tile.kernels.fused_state_out`), with the sequence cut into segments run in
+parallel when batch x heads alone cannot fill the GPU
+(:mod:`mamba2_tile.kernels.sequence_parallel`). CUDA tensors run on the GPU
 through real cuTile; CPU tensors run the very same kernels on the course's CPU tile interpreter
 (slow, for learning and testing).
 
@@ -19,22 +21,28 @@ Numerics (what the tests hold the kernels to, see ``mamba2_tile.tolerances``): a
 accumulation is float32; tensor-core operands are rounded to the input dtype, as in mamba_ssm,
 so float16 / bfloat16 results carry that input precision (about 1e-3 / 1e-2 relative).
 
-Options. The kernels run with :data:`mamba2_tile.kernels.DEFAULT_OPTIONS` (chosen from H200
-measurements). With ``MAMBA2_TILE_AUTOTUNE=1`` and CUDA tensors, :mod:`mamba2_tile.autotune`
-picks occupancy, hints, tiles and switches per GPU and shape class (tuning once, then reading
-its cache). :func:`forward_with_options` runs the same checked
-forward pass with explicit :class:`mamba2_tile.kernels.ForwardOptions` (the benchmark's ablation).
+Options. Every call runs what :func:`mamba2_tile.kernels.plan.plan` makes of
+:data:`mamba2_tile.kernels.DEFAULT_OPTIONS` (chosen from H200 measurements) for its sizes: the
+path (the fused kernel, cut into segments run in parallel when batch x heads alone cannot fill
+the GPU) and the tiles. Only with
+``MAMBA2_TILE_AUTOTUNE=1`` and CUDA tensors are the planned options handed to
+:mod:`mamba2_tile.autotune`, which picks occupancy, hints, tiles and switches on that path per GPU
+and shape class (tuning once, then reading its cache). :func:`forward_with_options` runs the same
+checked forward pass with explicit :class:`mamba2_tile.kernels.ForwardOptions`, planned but never
+tuned (the benchmark's ablation).
 """
 
 import math
+from functools import lru_cache
 
 import torch
 
 from mamba2_tile import autotune
 from mamba2_tile.kernels import (DEFAULT_OPTIONS, chunk_cumsum, compute_out, fused_state_out,
                                  fwd_pass_state)
-from mamba2_tile.kernels.fused_state_out import uses_fused
-from mamba2_tile.shapes import check_chunk_size, ssd_dims
+from mamba2_tile.kernels.plan import plan_for
+from mamba2_tile.kernels.sequence_parallel import sequence_parallel_state_out
+from mamba2_tile.problem import check_chunk_size, ssd_dims
 
 CHUNK_SIZES = (64, 128, 256)
 INPUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)   # x, B, C, z
@@ -48,7 +56,7 @@ def _dtype_names(dtypes):
 def _check_tensors(tensors):
     """Type, dtype, contiguity and device of every tensor argument; returns the device."""
     device_of = {}
-    for name, value in tensors.items():
+    for name, value in tensors:
         if value is None:
             continue
         if not isinstance(value, torch.Tensor):
@@ -70,24 +78,43 @@ def _check_tensors(tensors):
     return next(iter(device_of))
 
 
+class _Shaped(tuple):
+    """A shape standing in for its tensor: :func:`ssd_dims` reads nothing but ``.shape``."""
+
+    @property
+    def shape(self):
+        return self
+
+
+@lru_cache(maxsize=256)
+def _checked_dims(shapes):
+    """:func:`ssd_dims` of the tensors with these shapes (``None`` for an absent one), and no
+    empty dimension. Memoised: a model calls with the same shapes again and again; a bad
+    combination raises on every call (an exception is never cached)."""
+    dims = ssd_dims(*(None if shape is None else _Shaped(shape) for shape in shapes))
+    if min(dims.batch, dims.nheads, dims.headdim, dims.dstate) < 1:
+        x, _, _, B = shapes[:4]
+        raise ValueError(f"x and B must have no empty dimension, got x {tuple(x)} "
+                         f"and B {tuple(B)}")
+    return dims
+
+
 def _check_arguments(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limit):
-    tensors = dict(x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias,
-                   initial_states=initial_states)
-    for name in ("x", "dt", "A", "B", "C"):
-        if tensors[name] is None:
+    # In ssd_dims' order.
+    tensors = (("x", x), ("dt", dt), ("A", A), ("B", B), ("C", C), ("D", D),
+               ("initial_states", initial_states), ("z", z), ("dt_bias", dt_bias))
+    for name, value in tensors[:5]:
+        if value is None:
             raise TypeError(f"{name} is required, got None")
     device = _check_tensors(tensors)
     if device.type not in ("cpu", "cuda"):
         raise ValueError(f"tensors must be on a CPU or CUDA device, got {device}")
-    for name in ("B", "C", "z"):
-        if tensors[name] is not None and tensors[name].dtype != x.dtype:
-            raise TypeError(f"{name} must have the dtype of x ({x.dtype}), got {tensors[name].dtype}")
-    dims = ssd_dims(x, dt, A, B, C, D=D, initial_states=initial_states, z=z, dt_bias=dt_bias)
-    if min(dims.batch, dims.nheads, dims.headdim, dims.dstate) < 1:
-        raise ValueError(f"x and B must have no empty dimension, got x {tuple(x.shape)} "
-                         f"and B {tuple(B.shape)}")
-    check_chunk_size(chunk_size)
-    if chunk_size not in CHUNK_SIZES:
+    for name, value in (("B", B), ("C", C), ("z", z)):
+        if value is not None and value.dtype != x.dtype:
+            raise TypeError(f"{name} must have the dtype of x ({x.dtype}), got {value.dtype}")
+    dims = _checked_dims(tuple(None if value is None else value.shape for _, value in tensors))
+    if chunk_size not in CHUNK_SIZES or type(chunk_size) is not int:
+        check_chunk_size(chunk_size)
         raise ValueError(f"chunk_size must be one of {CHUNK_SIZES}, got {chunk_size}")
     if not (isinstance(dt_limit, (tuple, list)) and len(dt_limit) == 2):
         raise TypeError(f"dt_limit must be a pair (min, max), got {dt_limit!r}")
@@ -124,9 +151,18 @@ def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bia
         (b, h, p, n) float32 when ``return_final_states``.
     """
     _check_arguments(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limit)
-    options = autotune.forward_options(x, dt, A, B, C, chunk_size)
+    options = forward_options(x, dt, A, B, C, chunk_size)
     return _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_softplus,
                     dt_limit, return_final_states, options)
+
+
+def forward_options(x, dt, A, B, C, chunk_size, base=DEFAULT_OPTIONS):
+    """The options a call runs: ``base`` planned for these inputs, then handed to the autotuner
+    only when tuning is on and the tensors are on a GPU (the interpreter is never tuned)."""
+    planned = plan_for(x, B, chunk_size, base)
+    if x.is_cuda and autotune.enabled():
+        return autotune.tuned_options(x, dt, A, B, C, chunk_size, base=planned)
+    return planned
 
 
 def forward_with_options(x, dt, A, B, C, chunk_size, options=DEFAULT_OPTIONS, **kwargs):
@@ -142,17 +178,24 @@ def forward_with_options(x, dt, A, B, C, chunk_size, options=DEFAULT_OPTIONS, **
     arguments.update(kwargs)
     _check_arguments(x, dt, A, B, C, chunk_size, arguments["D"], arguments["z"],
                      arguments["dt_bias"], arguments["initial_states"], arguments["dt_limit"])
-    return _forward(x, dt, A, B, C, chunk_size, *arguments.values(), options)
+    return _forward(x, dt, A, B, C, chunk_size, *arguments.values(),
+                    plan_for(x, B, chunk_size, options))
 
 
 def _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_softplus, dt_limit,
              return_final_states, options):
+    """The kernels of planned ``options`` (their path decided, see :func:`plan_for`)."""
     dA_cumsum, dt_chunks = chunk_cumsum(dt, A, chunk_size, dt_bias=dt_bias,
                                         dt_softplus=dt_softplus, dt_limit=tuple(dt_limit),
                                         options=options.chunk_cumsum)
-    if uses_fused(x, B, options):
-        y, final_states = fused_state_out(x, dt_chunks, dA_cumsum, B, C, initial_states, D=D,
-                                          z=z, options=options.fused_state_out)
+    if options.fuse_state_passing:
+        if options.segment_chunks is None:
+            y, final_states = fused_state_out(x, dt_chunks, dA_cumsum, B, C, initial_states,
+                                              D=D, z=z, options=options.fused_state_out)
+        else:
+            y, final_states = sequence_parallel_state_out(
+                x, dt_chunks, dA_cumsum, B, C, initial_states, D=D, z=z,
+                options=options.fused_state_out, segment_chunks=options.segment_chunks)
         return (y, final_states) if return_final_states else y
     chunk_states, final_states = fwd_pass_state(
         x, B, dt_chunks, dA_cumsum, initial_states, options.fwd_pass_state,

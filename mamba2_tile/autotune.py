@@ -5,17 +5,18 @@
 Off by default: the first call on a new shape class spends seconds compiling and timing
 candidates, which a drop-in forward pass should not do unasked, and the defaults
 (:data:`mamba2_tile.kernels.DEFAULT_OPTIONS`) are already what tuning chose on an H200 for the
-benchmark's shapes. :func:`mamba2_tile.api.mamba_chunk_scan_combined` runs those defaults unless
-``MAMBA2_TILE_AUTOTUNE=1``.
+benchmark's shapes. :func:`mamba2_tile.api.mamba_chunk_scan_combined` runs those defaults, as
+planned for its shape, unless ``MAMBA2_TILE_AUTOTUNE=1``; then it hands the planned options to
+:func:`tuned_options`.
 ``MAMBA2_TILE_AUTOTUNE=0`` (or unset) turns tuning off; CPU tensors (the interpreter) are never
 tuned, whatever the switch says.
 
 What is tuned. Only what leaves the results unchanged: occupancy, latency hints, tile sizes,
 operand swap and the ``chunk_states`` layout. ``tf32`` and ``low_precision_states`` change the
-numerics and stay as the caller set them (``base`` options), and so does the path: the fused
-kernel when ``base.fuse_state_passing`` says so (or, left at ``None``, when it fills the GPU),
-else the three kernels. Each search is one ``cuda.tile.tune.exhaustive_search`` (compile, warm
-up, time with L2 flushed), in two stages per kernel:
+numerics and stay as the caller set them (``base`` options), and so does the path, which
+:mod:`mamba2_tile.kernels.plan` decides (the tuner is a plug-in the plan never imports). Each
+search is one ``cuda.tile.tune.exhaustive_search`` (compile, warm up, time with L2 flushed), in
+two stages per kernel:
 
 1. tile sizes x occupancy, hints off (:func:`tile_space`);
 2. with the best of those: latency hint (x operand swap, three-kernel path) (:func:`switch_space`).
@@ -29,7 +30,7 @@ compilation (1-3 s) plus a few timed runs: well under a minute per new shape cla
 What is remembered. One JSON file, ``$MAMBA2_TILE_CACHE_DIR/autotune.json`` (default
 ``~/.cache/mamba2_tile/``), one entry per (GPU name, kernel, shape class) — the shape class
 being (chunk_size, headdim, dstate, ngroups == 1, seqlen bucket, dtype), see
-:func:`shape_class` — holding the chosen :class:`KernelOptions`, the layout and the time. A
+:func:`shape_class` — holding the chosen kernel options, the layout and the time. A
 second run (or process) reads the file instead of tuning; delete the file to re-tune.
 """
 
@@ -40,11 +41,15 @@ from pathlib import Path
 
 import torch
 
-from mamba2_tile.kernels import (DEFAULT_OPTIONS, KernelOptions,
-                                 chunk_cumsum, chunk_cumsum_launch, compute_out_launch,
-                                 fused_state_out_launch, fwd_pass_state, fwd_pass_state_launch)
-from mamba2_tile.kernels.fused_state_out import uses_fused
+from mamba2_tile.kernels import (DEFAULT_OPTIONS, ChunkCumsumOptions, ComputeOutOptions,
+                                 FusedStateOutOptions, FwdPassStateOptions, chunk_cumsum,
+                                 chunk_cumsum_launch, chunk_scores, compute_out_launch,
+                                 fused_state_out_launch, fwd_pass_state, fwd_pass_state_launch,
+                                 segment_pass, segment_states)
+from mamba2_tile.kernels.fused_state_out import fused_block_m, scores_given
 from mamba2_tile.kernels.launching import next_power_of_2
+from mamba2_tile.kernels.options import OPTION_TYPES
+from mamba2_tile.kernels.plan import plan_for
 
 AUTOTUNE_ENV = "MAMBA2_TILE_AUTOTUNE"
 CACHE_DIR_ENV = "MAMBA2_TILE_CACHE_DIR"
@@ -94,7 +99,10 @@ def shape_class(x, B, chunk_size):
 def cache_key(gpu, kernel, shape, base=DEFAULT_OPTIONS):
     """One entry per (GPU, kernel, shape class), and per numerics the caller fixed (``base``):
     TF32 and low-precision states change the timings, so they are tuned separately."""
-    tf32 = getattr(base, kernel, base.fwd_pass_state).use_tf32(getattr(torch, shape.dtype))
+    # Stage 1 has no TF32 of its own: it is keyed with the pass it belongs to (the stored cache
+    # was written when every kernel carried the switch, and the ablation set it everywhere).
+    options = getattr(base, kernel, base.fwd_pass_state)
+    tf32 = getattr(options, "tf32", base.fwd_pass_state.tf32) and shape.dtype == "float32"
     low_states = base.low_precision_states and kernel in THREE_KERNELS
     numerics = "".join(["-tf32" if tf32 else "", "-lowstates" if low_states else ""])
     return f"{gpu} | {kernel} | {shape.tag()}{numerics}"
@@ -123,8 +131,12 @@ def save_cache(entries, path=None):
 def options_from_entries(entries, base=DEFAULT_OPTIONS):
     """The :class:`ForwardOptions` the cached entries describe (tf32 etc. from ``base``): the
     fused path's one entry, or the three kernels' three."""
-    chosen = {kernel: replace(KernelOptions(**entry["options"]), tf32=getattr(base, kernel).tf32)
-              for kernel, entry in entries.items()}
+    chosen = {}
+    for kernel, entry in entries.items():
+        options = OPTION_TYPES[kernel].from_dict(entry["options"])
+        if "tf32" in options.names():
+            options = replace(options, tf32=getattr(base, kernel).tf32)
+        chosen[kernel] = options
     if "fused_state_out" in entries:
         return replace(base, **chosen, fuse_state_passing=True)
     return replace(base, **chosen, fuse_state_passing=False,
@@ -134,30 +146,32 @@ def options_from_entries(entries, base=DEFAULT_OPTIONS):
 # ------------------------------------------------------------------------------ search spaces
 
 def tile_space(kernel, x, B):
-    """Stage 1: tile sizes x occupancy, as :class:`KernelOptions` (switches off)."""
+    """Stage 1: tile sizes x occupancy, as the kernel's options type (switches off)."""
     headdim, dstate, nheads = x.shape[3], B.shape[3], x.shape[2]
     p_max, n_max = next_power_of_2(headdim), next_power_of_2(dstate)
     if kernel == "chunk_cumsum":
-        return [KernelOptions(block_h=h) for h in sorted({min(h, next_power_of_2(nheads))
-                                                          for h in (8, 16)})]
+        return [ChunkCumsumOptions(block_h=h) for h in sorted({min(h, next_power_of_2(nheads))
+                                                               for h in (8, 16)})]
     if kernel == "fused_state_out":
         # Smaller headdim / row tiles measured slower on the H200 (data/h200_probe.txt): only
         # occupancy is searched, with the launcher's tiles.
-        return [KernelOptions(occupancy=o) for o in FUSED_OCCUPANCIES]
+        return [FusedStateOutOptions(occupancy=o) for o in FUSED_OCCUPANCIES]
     if kernel == "fwd_pass_state":
-        tiles = [dict(block_p=p, block_n=n) for p, n in
-                 sorted({(min(p, p_max), min(n, n_max)) for p, n in ((64, 64), (32, 64))})]
-    else:
-        tiles = [dict(block_m=m, block_p=p) for m, p in
-                 sorted({(m, min(p, p_max)) for m in (32, 64) for p in (64,)})]
-    return [KernelOptions(**tile, occupancy=o) for tile in tiles for o in OCCUPANCIES]
+        tiles = sorted({(min(p, p_max), min(n, n_max)) for p, n in ((64, 64), (32, 64))})
+        return [FwdPassStateOptions(block_p=p, block_n=n, occupancy=o)
+                for p, n in tiles for o in OCCUPANCIES]
+    return [ComputeOutOptions(block_m=m, block_p=p, occupancy=o)
+            for m, p in sorted({(m, min(p, p_max)) for m in (32, 64) for p in (64,)})
+            for o in OCCUPANCIES]
 
 
-def switch_space(best, swap=True):
-    """Stage 2: latency hint (x operand swap, if the kernel has the switch) around the best
-    tiles (searched once per layout on the three-kernel path)."""
-    return [replace(best, latency=latency, swap_operands=swapped)
-            for latency in (None, LATENCY_HINT) for swapped in ((False, True) if swap else (False,))]
+def switch_space(best):
+    """Stage 2: latency hint (x operand swap, for a kernel that has it) around the best tiles
+    (searched once per layout on the three-kernel path)."""
+    swaps = (False, True) if "swap_operands" in best.names() else (None,)
+    return [replace(best, latency=latency, **({} if swapped is None else
+                                              {"swap_operands": swapped}))
+            for latency in (None, LATENCY_HINT) for swapped in swaps]
 
 
 # ------------------------------------------------------------------------------ tuning
@@ -192,15 +206,27 @@ def tune(x, dt, A, B, C, chunk_size, base=DEFAULT_OPTIONS, search=_exhaustive_se
     ``search(space, plan)`` returns an object with ``.best.config`` and ``.best.mean_us``
     (cuTile's ``TuningResult``); tests inject a fake one.
     """
+    base = plan_for(x, B, chunk_size, base)
     dA_cumsum, dt_c = chunk_cumsum(dt, A, chunk_size)
-    if uses_fused(x, B, base):
+    if base.fuse_state_passing:
         tf32 = base.fused_state_out.tf32
+        # Timed as the API runs it: over the planned segments, from their entering states, and
+        # reading C Bᵀ precomputed where the kernel does (dstate 256).
+        segment_chunks, entering, scores = base.segment_chunks, None, None
+        if segment_chunks is not None and segment_chunks >= dA_cumsum.shape[2]:
+            segment_chunks = None                           # one segment: the plain kernel
+        if segment_chunks is not None:
+            entering = segment_pass(*segment_states(x, B, dt_c, dA_cumsum, segment_chunks,
+                                                    base.fused_state_out))
+        if scores_given(B.shape[3]):
+            scores = chunk_scores(B, C, fused_block_m(chunk_size), tf32)
 
         def make(options):
-            return fused_state_out_launch(x, dt_c, dA_cumsum, B, C,
-                                          options=replace(options, tf32=tf32))[0]
+            return fused_state_out_launch(x, dt_c, dA_cumsum, B, C, entering,
+                                          options=replace(options, tf32=tf32), scores=scores,
+                                          segment_chunks=segment_chunks)[0]
         tiles = search(tile_space("fused_state_out", x, B), _memoised(make)).best.config
-        best = search(switch_space(tiles, swap=False), _memoised(make)).best
+        best = search(switch_space(tiles), _memoised(make)).best
         return {"fused_state_out": dict(options=asdict(best.config), transposed_layout=False,
                                         mean_us=best.mean_us)}
     entries = {}
@@ -245,19 +271,14 @@ def tune(x, dt, A, B, C, chunk_size, base=DEFAULT_OPTIONS, search=_exhaustive_se
 _memory = {}
 
 
-def forward_options(x, dt, A, B, C, chunk_size, base=DEFAULT_OPTIONS, search=None):
-    """The options for this call: ``base`` unless tuning is on and the tensors are on a GPU;
-    then :func:`tuned_options`."""
-    if not (enabled() and x.is_cuda):
-        return base
-    return tuned_options(x, dt, A, B, C, chunk_size, base, search)
-
-
 def tuned_options(x, dt, A, B, C, chunk_size, base=DEFAULT_OPTIONS, search=None):
-    """The cached choice for (GPU, kernel, shape class), tuning first if there is none."""
+    """The cached choice for (GPU, kernel, shape class), tuning first if there is none, on the
+    path and with the numerics of ``base`` as :func:`mamba2_tile.kernels.plan.plan_for` plans
+    it (the API passes options it has planned already; planning again changes nothing)."""
+    base = plan_for(x, B, chunk_size, base)
     gpu = torch.cuda.get_device_name(x.device)
     shape = shape_class(x, B, chunk_size)
-    kernels = FUSED if uses_fused(x, B, base) else THREE_KERNELS
+    kernels = FUSED if base.fuse_state_passing else THREE_KERNELS
     keys = {kernel: cache_key(gpu, kernel, shape, base) for kernel in kernels}
     if not all(key in _memory for key in keys.values()):
         _memory.update(load_cache())
@@ -277,4 +298,4 @@ def clear_memory():
 __all__ = ["enabled", "cache_path", "ShapeClass", "shape_class", "cache_key",
            "load_cache",
            "save_cache", "options_from_entries", "tile_space", "switch_space", "tune",
-           "forward_options", "tuned_options", "clear_memory"]
+           "tuned_options", "clear_memory"]

@@ -15,7 +15,8 @@ What is counted:
   and ``C`` are counted ``nheads`` times, not ``ngroups`` times; caches may absorb part of that,
   which makes these counts an upper bound for the stages. Inputs and ``y`` have
   ``dtype_bytes`` per element; the tensors passed between stages (``dA_cumsum``, ``dt``,
-  ``chunk_states``, ``final_states``) have ``state_bytes`` (float32, as the kernels keep them).
+  ``chunk_states``, ``final_states``) have :data:`STATE_VALUE_BYTES` (float32, as the kernels
+  keep them).
   ``A`` and ``D`` (``nheads`` numbers each) are left out: they are negligible.
 
 :func:`minimal_bytes` is the floor no implementation can beat: read ``x``, ``dt``, ``B`` and ``C``
@@ -30,30 +31,12 @@ roofline (:func:`attainable_flops`).
 from dataclasses import dataclass
 
 import numpy as np
+from tabulate import tabulate
 
 
-@dataclass(frozen=True)
-class Problem:
-    """The sizes that determine the cost (names and meaning as in COURSE.md §2)."""
-
-    batch: int
-    seqlen: int
-    nheads: int
-    headdim: int
-    dstate: int
-    ngroups: int = 1
-    chunk_size: int = 256
-    dtype_bytes: int = 2
-    state_bytes: int = 4
-
-    @property
-    def nchunks(self):
-        return -(-self.seqlen // self.chunk_size)
-
-    @property
-    def padded_seqlen(self):
-        """seqlen rounded up to whole chunks: the positions the chunked kernels compute."""
-        return self.nchunks * self.chunk_size
+# The kernels keep the tensors passed between stages (dA_cumsum, dt, chunk_states, final_states)
+# in float32, whatever the input dtype.
+STATE_VALUE_BYTES = 4
 
 
 @dataclass(frozen=True)
@@ -105,6 +88,21 @@ def minimal_bytes(p):
     return (read + _x_elements(p)) * p.dtype_bytes
 
 
+def interaction_matrix_bytes(batch, seqlen, nheads, chunk_size, bytes_per_value):
+    """Bytes of every ``chunk x chunk`` matrix of a sequence, one per (batch, head, chunk).
+
+    The last chunk is padded to a full chunk, as the kernels compute it (so ``ceil``).
+    """
+    nchunks = -(-seqlen // chunk_size)
+    return batch * nheads * nchunks * chunk_size * chunk_size * bytes_per_value
+
+
+def final_states_bytes(p):
+    """Bytes of ``final_states``, ``(batch, nheads, headdim, dstate)`` float32: all a Mamba-2
+    layer needs to continue its sequences, and no ``seqlen`` in it."""
+    return p.batch * ssm_state_bytes(1, p.nheads, p.headdim, p.dstate, STATE_VALUE_BYTES)
+
+
 # --------------------------------------------------------------------------------------------
 # The three stages of the chunked algorithm
 # --------------------------------------------------------------------------------------------
@@ -113,7 +111,7 @@ def chunk_cumsum_cost(p):
     """Stage 1: ``dA = dt * A`` and its running sum, one multiply and one add per position."""
     flops = 2 * _chunk_vector_elements(p)
     read = _dt_elements(p) * p.dtype_bytes
-    written = 2 * _chunk_vector_elements(p) * p.state_bytes        # dA_cumsum and dt
+    written = 2 * _chunk_vector_elements(p) * STATE_VALUE_BYTES        # dA_cumsum and dt
     return Cost(flops, read, written)
 
 
@@ -128,8 +126,9 @@ def fwd_pass_state_cost(p):
     per_chunk = 3 * s + s * hp + 2 * s * hp * n + 1 + 2 * hp * n
     flops = p.batch * p.nheads * p.nchunks * per_chunk
     read = ((_x_elements(p) + _bc_elements_per_head(p)) * p.dtype_bytes
-            + 2 * _chunk_vector_elements(p) * p.state_bytes)       # dt and dA_cumsum
-    written = (p.nchunks + 1) * _state_elements(p) * p.state_bytes  # chunk_states, final_states
+            + 2 * _chunk_vector_elements(p) * STATE_VALUE_BYTES)       # dt and dA_cumsum
+    # chunk_states and final_states
+    written = (p.nchunks + 1) * _state_elements(p) * STATE_VALUE_BYTES
     return Cost(flops, read, written)
 
 
@@ -148,7 +147,8 @@ def compute_out_cost(p):
     per_chunk = inter + intra + s * hp + 2 * s * hp
     flops = p.batch * p.nheads * p.nchunks * per_chunk
     read = ((_x_elements(p) + 2 * _bc_elements_per_head(p)) * p.dtype_bytes
-            + (2 * _chunk_vector_elements(p) + p.nchunks * _state_elements(p)) * p.state_bytes)
+            + (2 * _chunk_vector_elements(p) + p.nchunks * _state_elements(p))
+            * STATE_VALUE_BYTES)
     written = _x_elements(p) * p.dtype_bytes
     return Cost(flops, read, written)
 
@@ -176,9 +176,10 @@ def chunk_states_bytes(p, bytes_per_value=None):
     """What the chunk states cost the three-kernel pipeline: stage 2 writes the state entering
     every chunk, ``(headdim, dstate)`` per (batch, head, chunk), and stage 3 reads it back.
 
-    ``bytes_per_value`` defaults to ``p.state_bytes`` (float32); 2 with ``low_precision_states``.
+    ``bytes_per_value`` defaults to :data:`STATE_VALUE_BYTES` (float32); 2 with
+    ``low_precision_states``.
     """
-    per_value = p.state_bytes if bytes_per_value is None else bytes_per_value
+    per_value = STATE_VALUE_BYTES if bytes_per_value is None else bytes_per_value
     return 2 * p.nchunks * _state_elements(p) * per_value
 
 
@@ -193,8 +194,8 @@ def fused_state_out_cost(p):
     """
     flops = fwd_pass_state_cost(p).flops + compute_out_cost(p).flops
     read = ((_x_elements(p) + 2 * _bc_elements_per_head(p)) * p.dtype_bytes
-            + 2 * _chunk_vector_elements(p) * p.state_bytes)
-    written = _x_elements(p) * p.dtype_bytes + _state_elements(p) * p.state_bytes
+            + 2 * _chunk_vector_elements(p) * STATE_VALUE_BYTES)
+    written = _x_elements(p) * p.dtype_bytes + _state_elements(p) * STATE_VALUE_BYTES
     return Cost(flops, read, written)
 
 
@@ -202,7 +203,7 @@ def forward_cost(p, fused=False, states_bytes=None):
     """The whole forward pass: stage 1, then stages 2 and 3 as two kernels or (``fused``) one.
 
     ``states_bytes`` is the size of a ``chunk_states`` value on the three-kernel path (default
-    ``p.state_bytes``, float32; the input's 2 bytes with ``low_precision_states``); the other
+    ``STATE_VALUE_BYTES``, float32; the input's 2 bytes with ``low_precision_states``); the other
     intermediates stay float32. The FLOPs are the same for every path.
     """
     if fused:
@@ -210,6 +211,34 @@ def forward_cost(p, fused=False, states_bytes=None):
     total = chunked_cost(p)
     saved = (chunk_states_bytes(p) - chunk_states_bytes(p, states_bytes)) // 2  # each way
     return Cost(total.flops, total.bytes_read - saved, total.bytes_written - saved)
+
+
+def traffic_breakdown(problem):
+    """Bytes through global memory for the three ways to run the forward pass, split into the
+    chunk states (written by stage 2, read by stage 3) and everything else.
+
+    Returns ``{pipeline: {"chunk states": bytes, "everything else": bytes}}`` for
+    ``3 kernels, fp32 states``, ``3 kernels, 16-bit states`` and ``fused (states in registers)``.
+    """
+    half = problem.dtype_bytes
+    pipelines = {
+        "3 kernels, fp32 states": (forward_cost(problem), chunk_states_bytes(problem)),
+        f"3 kernels, {8 * half}-bit states": (forward_cost(problem, states_bytes=half),
+                                              chunk_states_bytes(problem, half)),
+        "fused (states in registers)": (forward_cost(problem, fused=True), 0),
+    }
+    return {name: {"chunk states": states, "everything else": cost.bytes - states}
+            for name, (cost, states) in pipelines.items()}
+
+
+def fusion_table(problem):
+    """:func:`traffic_breakdown` as a text table, in GB, with the minimal bytes."""
+    body = [[name, f"{parts['chunk states'] / 1e9:.2f} GB",
+             f"{parts['everything else'] / 1e9:.2f} GB", f"{sum(parts.values()) / 1e9:.2f} GB"]
+            for name, parts in traffic_breakdown(problem).items()]
+    body.append(["minimal (inputs once, y)", "", "", f"{minimal_bytes(problem) / 1e9:.2f} GB"])
+    return tabulate(body, headers=["pipeline", "chunk states", "other", "total"],
+                    disable_numparse=True, colalign=("left", "right", "right", "right"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -257,18 +286,103 @@ def quadratic_cost(p):
     Per (batch, head), ``l = seqlen``: ``dt * A`` (``l``), the segment sums as a masked running
     sum and their ``exp``, everywhere, then masked (``2 l l``), ``C Bᵀ``
     (``2 l l n``), times ``L`` (``l l``), ``dt * x`` (``l p``), ``(l, l) @ (l, p)`` (``2 l l p``),
-    ``+ D x`` (``2 l p``). The matrix is written once and read back once (``state_bytes`` each),
+    ``+ D x`` (``2 l p``). The matrix is written once and read back once (float32 each),
     like attention before FlashAttention; that term is what grows as seqlen².
     """
     l, hp, n = p.seqlen, p.headdim, p.dstate
     flops = p.batch * p.nheads * (l + 2 * l * l + 2 * l * l * n + l * l + l * hp
                                   + 2 * l * l * hp + 2 * l * hp)
-    matrix = p.batch * p.nheads * l * l * p.state_bytes
+    matrix = p.batch * p.nheads * l * l * STATE_VALUE_BYTES
     read = (_x_elements(p) + _dt_elements(p) + 2 * _bc_elements_per_head(p)) * p.dtype_bytes
     return Cost(flops, read + matrix, _x_elements(p) * p.dtype_bytes + matrix)
 
 
+# --------------------------------------------------------------------------------------------
+# Attention, counted the same way (notebook 10 compares it with the SSD)
+# --------------------------------------------------------------------------------------------
+
+def attention_cost(batch, seqlen, nheads, headdim, dtype_bytes=2, flash=False, block_rows=128):
+    """FLOPs and bytes of causal attention, counted like the SSD above.
+
+    Per (batch, head), with ``l = seqlen``, ``d = headdim``: ``q kᵀ`` (``2 l l d``), scale and
+    mask (``2 l l``), softmax (max, subtract, exp, sum, divide: ``5 l l``), times ``v``
+    (``2 l l d``). The naive version computes every entry and moves the scores through memory
+    four times (written, read by the softmax, probabilities written, read by the product), with
+    ``dtype_bytes`` per entry. The Flash version (``flash=True``) skips the blocks above the
+    diagonal, about half the work, and keeps the scores on chip; in exchange every block of
+    ``block_rows`` queries reads the keys and values it needs, so ``k`` and ``v`` are read about
+    ``l / block_rows / 2`` times. Its traffic still grows as ``l²``, but divided by the block
+    size, which keeps it far below the arithmetic.
+    """
+    l, d = seqlen, headdim
+    heads = batch * nheads
+    flops = heads * (4 * l * l * d + 7 * l * l)
+    qkvo = 4 * heads * l * d * dtype_bytes
+    if not flash:
+        scores = 4 * heads * l * l * dtype_bytes
+        return Cost(flops, 3 * qkvo // 4 + scores // 2, qkvo // 4 + scores // 2)
+    kv_reads = max(1.0, l / block_rows / 2)
+    read = heads * l * d * dtype_bytes * (1 + 2 * kv_reads)
+    return Cost(flops // 2, int(read), qkvo // 4)
+
+
+# --------------------------------------------------------------------------------------------
+# The memory one sequence costs a whole model: a Transformer's KV cache against a Mamba-2 state
+# --------------------------------------------------------------------------------------------
+
+FP16 = 2  # bytes per value: what inference typically stores
+
+# The two reference models (notebook 00) have nearly the same size and width (d_model 2560),
+# with the sizes of their published configurations: Pythia-2.8B (EleutherAI; 32 layers of 32
+# heads of 80) and Mamba-2 2.7B (state-spaces; 64 layers, expand 2 -> 5120 channels = 80 heads
+# of headdim 64, dstate 128).
+TRANSFORMER = dict(name="Pythia-2.8B (Transformer)", nlayers=32, nheads=32, headdim=80)
+MAMBA2 = dict(name="Mamba-2 2.7B", nlayers=64, nheads=80, headdim=64, dstate=128)
+
+
+def kv_cache_bytes(seqlen, nlayers, nheads, headdim, bytes_per_value):
+    """Bytes of one sequence's KV cache: a key and a value vector per token, head and layer."""
+    return 2 * seqlen * nlayers * nheads * headdim * bytes_per_value
+
+
+def ssm_state_bytes(nlayers, nheads, headdim, dstate, bytes_per_value):
+    """Bytes of one sequence's SSM state: a (headdim, dstate) matrix per head and layer.
+
+    No ``seqlen``: that is the point. (A real Mamba-2 layer also keeps the last few inputs of
+    its short convolution, a few tokens' worth, ignored here.)
+    """
+    return nlayers * nheads * headdim * dstate * bytes_per_value
+
+
+def attention_scores_bytes(seqlen, nheads, bytes_per_value):
+    """Bytes of one layer's ``seqlen x seqlen`` attention scores, if written out per head."""
+    return seqlen * seqlen * nheads * bytes_per_value
+
+
+def crossover_seqlen(transformer=TRANSFORMER, mamba=MAMBA2, bytes_per_value=FP16):
+    """The sequence length from which the KV cache outgrows the (fixed) state."""
+    per_token = kv_cache_bytes(1, transformer["nlayers"], transformer["nheads"],
+                               transformer["headdim"], bytes_per_value)
+    state = ssm_state_bytes(mamba["nlayers"], mamba["nheads"], mamba["headdim"], mamba["dstate"],
+                            bytes_per_value)
+    return int(np.ceil(state / per_token))
+
+
+# --------------------------------------------------------------------------------------------
+# Printing counts
+# --------------------------------------------------------------------------------------------
+
+def format_bytes(n):
+    """``1536 -> '1.5 KiB'``: binary units, one decimal (hand-written: a fixed format keeps
+    printed tables reproducible, which no well-kept library's size formatter promises)."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
 def _human(value, unit):
+    """``2.5e9 -> '2.5 GFLOP'``: three digits and an SI prefix (a fixed format, as above)."""
     for prefix in ("", "K", "M", "G", "T", "P"):
         if abs(value) < 1000:
             return f"{value:.3g} {prefix}{unit}"
@@ -278,12 +392,11 @@ def _human(value, unit):
 
 def cost_table(p):
     """A text table: FLOPs, bytes and intensity per stage and per form, plus the floor."""
-    rows = [(f"  {name}", cost) for name, cost in chunked_costs(p).items()]
+    rows = [(f"- {name}", cost) for name, cost in chunked_costs(p).items()]
     rows = ([("chunked (3 stages)", chunked_cost(p))] + rows
             + [("recurrent", recurrent_cost(p)), ("quadratic", quadratic_cost(p))])
-    lines = [f"{'':20s} {'FLOPs':>12s} {'bytes':>12s} {'FLOP/byte':>10s}"]
-    for name, cost in rows:
-        lines.append(f"{name:20s} {_human(cost.flops, 'FLOP'):>12s} "
-                     f"{_human(cost.bytes, 'B'):>12s} {cost.intensity:10.1f}")
-    lines.append(f"{'minimal bytes':20s} {'':>12s} {_human(minimal_bytes(p), 'B'):>12s}")
-    return "\n".join(lines)
+    body = [[name, _human(cost.flops, "FLOP"), _human(cost.bytes, "B"), f"{cost.intensity:.1f}"]
+            for name, cost in rows]
+    body.append(["minimal bytes", "", _human(minimal_bytes(p), "B"), ""])
+    return tabulate(body, headers=["", "FLOPs", "bytes", "FLOP/byte"], disable_numparse=True,
+                    colalign=("left", "right", "right", "right"))

@@ -15,6 +15,7 @@ Notebooks pick where to create their tensors with `default_device()` and say wha
 ran with `describe_backend()` (before) or `last_backend()` (after a launch).
 """
 
+import functools
 import inspect
 import numbers
 import os
@@ -30,8 +31,10 @@ def interpret_forced() -> bool:
     return os.environ.get(FORCE_ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
+@functools.lru_cache(maxsize=None)
 def gpu_available() -> bool:
-    """True when real cuTile can run kernels here: the package imports and torch sees a GPU."""
+    """True when real cuTile can run kernels here: the package imports and torch sees a GPU.
+    (Asked once per process: it is on the path of every launch.)"""
     try:
         import cuda.tile  # noqa: F401
         import torch
@@ -89,28 +92,59 @@ def launch(grid, kernel, args) -> None:
 
 
 def _argument_device(kernel, args):
-    """Return "cuda", "cpu" or None (no arrays); refuse a mix, naming the odd argument out."""
+    """Return "cuda", "cpu" or None (no arrays); refuse a mix, naming the odd argument out.
+
+    Runs on every launch, so it only looks at each argument's device; the names for the error
+    message are looked up when there is an error to report.
+    """
+    found = None
+    for value in args:
+        device = _device(value)
+        if device is not None and device != found:
+            if found is not None or device == "mixed":
+                _refuse_mixed_devices(kernel, args)
+            found = device
+    return found
+
+
+def _device(value):
+    """"cuda", "cpu", "mixed" (a tuple of both) or None (not an array) for one argument."""
+    if type(value) in _PLAIN_SCALARS:                   # most of a launch's arguments
+        return None
+    is_cuda = getattr(value, "is_cuda", None)          # a torch tensor
+    if is_cuda is not None:
+        return "cuda" if is_cuda else "cpu"
+    if isinstance(value, numbers.Number):               # Python and NumPy scalars
+        return None
+    if isinstance(value, (tuple, list)):
+        devices = {_device(item) for item in value} - {None}
+        return devices.pop() if len(devices) == 1 else ("mixed" if devices else None)
+    if hasattr(value, "__cuda_array_interface__"):      # CuPy, Numba, ...
+        return "cuda"
+    if hasattr(value, "__array_interface__"):           # a NumPy array
+        return "cpu"
+    return None
+
+
+_PLAIN_SCALARS = {bool, int, float}
+
+
+def _refuse_mixed_devices(kernel, args):
     names = _parameter_names(kernel, len(args))
     seen = {}
     for name, value in zip(names, args):
         for device in _devices(value):
             seen.setdefault(device, name)
-    if len(seen) > 1:
-        raise ValueError(f"kernel arguments mix devices: '{seen['cuda']}' is on the GPU but "
-                         f"'{seen['cpu']}' is on the CPU; move them to the same device")
-    return next(iter(seen), None)
+    raise ValueError(f"kernel arguments mix devices: '{seen['cuda']}' is on the GPU but "
+                     f"'{seen['cpu']}' is on the CPU; move them to the same device")
 
 
 def _devices(value):
     if isinstance(value, (tuple, list)):
         for item in value:
             yield from _devices(item)
-    elif hasattr(value, "is_cuda"):  # a torch tensor
-        yield "cuda" if value.is_cuda else "cpu"
-    elif hasattr(value, "__cuda_array_interface__"):  # CuPy, Numba, ...
-        yield "cuda"
-    elif hasattr(value, "__array_interface__") and not isinstance(value, numbers.Number):
-        yield "cpu"  # a NumPy array (a NumPy scalar such as np.float64 is a number, not an array)
+    elif _device(value) is not None:
+        yield _device(value)
 
 
 def kernel_function(kernel):
@@ -118,12 +152,19 @@ def kernel_function(kernel):
     return getattr(kernel, "_pyfunc", None) or kernel
 
 
-def _parameter_names(kernel, count):
+@functools.lru_cache(maxsize=None)
+def parameter_names(kernel):
+    """The names of ``kernel``'s parameters, read once per kernel object (the error messages of
+    every later launch use them; reading a signature costs more than a small launch's Python)."""
     try:
-        names = list(inspect.signature(kernel_function(kernel)).parameters)
+        return tuple(inspect.signature(kernel_function(kernel)).parameters)
     except (TypeError, ValueError):
-        names = []
-    return names + [f"argument {i}" for i in range(len(names), count)]
+        return ()
+
+
+def _parameter_names(kernel, count):
+    names = parameter_names(kernel)
+    return names + tuple(f"argument {i}" for i in range(len(names), count))
 
 
 def _map_tensors(value, fn):

@@ -1,6 +1,7 @@
 """NumPy references for Mamba-2's SSD layer (forward pass), in float64.
 
-Three ways to compute the same function (COURSE.md §2), each the ground truth for a later step:
+Three ways to compute the same function (names and shapes: docs/architecture.md), each the
+ground truth for a later step:
 
 * ``ssd_recurrent``  - the RNN: one state update per token (notebook 01);
 * ``ssd_quadratic``  - the dual "attention" form ``y = (L ∘ C Bᵀ)(dt·x)`` (notebook 02);
@@ -19,7 +20,7 @@ Inputs may be float16/32/64 arrays; everything is computed and returned in float
 
 import numpy as np
 
-from mamba2_tile.shapes import check_chunk_size, ssd_dims
+from mamba2_tile.problem import check_chunk_size, ssd_dims
 
 _FLOAT_DTYPES = (np.float16, np.float32, np.float64)
 

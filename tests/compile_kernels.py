@@ -1,12 +1,22 @@
-"""Small kernels that exercise the compiler check: one per kind of tile operation the course uses.
+"""What the compiler tests compile: small course-style kernels, and the package's kernels.
 
-They import the real `cuda.tile` (not `mamba2_tile.tile`) because only the real package has a
-compiler. `examples()` pairs each kernel with arguments shaped like a real launch.
+The small kernels exercise the compiler check, one per kind of tile operation the course uses;
+they import the real `cuda.tile` (not `mamba2_tile.tile`) because only the real package has a
+compiler. `examples()` pairs each with arguments shaped like a real launch.
+`package_examples()` lists representative launches of every kernel of `mamba2_tile.kernels`, so
+that a test can compile each for every GPU architecture.
 """
 
+import itertools
+
 import numpy as np
+import torch
 
 import cuda.tile as ct
+from mamba2_tile.kernels import (DEFAULT_OPTIONS, ForwardOptions, FusedStateOutOptions,
+                                 chunk_cumsum_launch, chunk_scores_launch, compute_out_launch,
+                                 fused_state_out_launch, fwd_pass_state_launch,
+                                 segment_pass_launch, segment_states_launch)
 
 
 @ct.kernel
@@ -46,7 +56,7 @@ def broken_mma(x, out, TILE: ct.Constant[int]):
 
 
 def examples():
-    """(name, kernel, args) triples, like `mamba2_tile.kernels.compile_examples()`."""
+    """(name, kernel, args) triples, like `package_examples()`."""
     x = np.zeros(1000, np.float32)
     rows = np.zeros((48, 64), np.float32)
     a = np.zeros((128, 96), np.float16)
@@ -57,3 +67,126 @@ def examples():
         ("row_cumsum", row_cumsum, (rows, rows, 16, 64)),
         ("matmul", matmul, (a, b, c, 64, 64, 32)),
     ]
+
+
+# --- the package's kernels ------------------------------------------------------------------
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+CHUNK_SIZES = (64, 128, 256)
+# The optimized variants CI compiles: every switch on at once (bfloat16), and TF32 (float32,
+# the one switch that only exists for float32 inputs). One each keeps the compile test short.
+ALL_SWITCHES = ForwardOptions.uniform(latency=4, swap_operands=True, occupancy=2,
+                                      transposed_layout=True, low_precision_states=True)
+TF32_ONLY = ForwardOptions.uniform(tf32=True)
+
+
+def _example_launches(dtype, chunk_size, options, headdim=64, dstate=64,
+                      forward=DEFAULT_OPTIONS):
+    """The three launches of one forward pass on small CPU tensors (never run, only compiled)."""
+    batch, seqlen, nheads, ngroups = 1, chunk_size + 3, 4, 2
+    x = torch.zeros(batch, seqlen, nheads, headdim, dtype=dtype)
+    dt = torch.zeros(batch, seqlen, nheads, dtype=dtype)
+    A = torch.zeros(nheads)
+    B = torch.zeros(batch, seqlen, ngroups, dstate, dtype=dtype)
+    C = torch.zeros_like(B)
+    D = torch.zeros(nheads, headdim) if options else None
+    z = torch.zeros_like(x) if options else None
+    dt_bias = torch.zeros(nheads) if options else None
+    initial_states = torch.zeros(batch, nheads, headdim, dstate) if options else None
+
+    cumsum, (dA_cumsum, dt_c) = chunk_cumsum_launch(
+        dt, A, chunk_size, dt_bias=dt_bias, dt_softplus=options,
+        dt_limit=(0.0, 100.0) if options else (0.0, float("inf")), options=forward.chunk_cumsum)
+    state, (chunk_states, _) = fwd_pass_state_launch(
+        x, B, dt_c, dA_cumsum, initial_states, forward.fwd_pass_state,
+        forward.transposed_layout, forward.low_precision_states)
+    out, _ = compute_out_launch(x, dt_c, dA_cumsum, B, C, chunk_states, D=D, z=z,
+                                options=forward.compute_out,
+                                transposed_layout=forward.transposed_layout)
+    return {"chunk_cumsum": cumsum, "fwd_pass_state": state, "compute_out": out}
+
+
+def _fused_example(dtype, chunk_size, full, options, headdim, dstate):
+    """The fused kernel's launch on small CPU tensors (never run, only compiled)."""
+    batch, seqlen, nheads, ngroups = 1, chunk_size + 3, 4, 2
+    x = torch.zeros(batch, seqlen, nheads, headdim, dtype=dtype)
+    B = torch.zeros(batch, seqlen, ngroups, dstate, dtype=dtype)
+    dA_cumsum = torch.zeros(batch, nheads, 2, chunk_size)
+    launch, _ = fused_state_out_launch(
+        x, dA_cumsum, dA_cumsum, B, B.clone(),
+        initial_states=torch.zeros(batch, nheads, headdim, dstate) if full else None,
+        D=torch.zeros(nheads, headdim) if full else torch.zeros(nheads),
+        z=torch.zeros_like(x) if full else None, options=options)
+    return launch
+
+
+def _sequence_parallel_examples():
+    """The sequence-parallel path's launches (segments of 2 chunks, one partial), and the fused
+    kernel reading precomputed scores at dstate 256 (never run, only compiled)."""
+    for tag, dtype, chunk_size, dstate, options in [
+        ("bfloat16-chunk256-n128", torch.bfloat16, 256, 128, DEFAULT_OPTIONS.fused_state_out),
+        ("float32-chunk64-n256-tf32", torch.float32, 64, 256, FusedStateOutOptions(tf32=True)),
+    ]:
+        batch, nheads, headdim, nchunks = 1, 4, 64, 5
+        seqlen = (nchunks - 1) * chunk_size + 3
+        x = torch.zeros(batch, seqlen, nheads, headdim, dtype=dtype)
+        B = torch.zeros(batch, seqlen, 1, dstate, dtype=dtype)
+        dA_cumsum = torch.zeros(batch, nheads, nchunks, chunk_size)
+        states, (local, decay) = segment_states_launch(x, B, dA_cumsum, dA_cumsum, 2, options)
+        passing, entering = segment_pass_launch(local, decay,
+                                                torch.zeros(batch, nheads, headdim, dstate))
+        scoring, scores = chunk_scores_launch(B, B.clone(), 64, options.tf32)
+        fused, _ = fused_state_out_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), entering,
+                                          D=torch.zeros(nheads), z=torch.zeros_like(x),
+                                          options=options, scores=scores, segment_chunks=2)
+        for name, launch in [("segment_states", states), ("segment_pass", passing),
+                             ("chunk_scores", scoring), ("fused_state_out", fused)]:
+            yield f"{name}[{tag}-segments]", launch.kernel, launch.args
+
+
+def package_examples():
+    """Yield ``(name, kernel, args)`` for representative configurations of every kernel.
+
+    Every input dtype x every chunk size with all optional inputs present, plus the bare
+    forward pass (no optional inputs, D of shape (nheads,)) and headdim / dstate that are not
+    powers of two (padded tiles), and the optimized variants (``ALL_SWITCHES``, ``TF32_ONLY``).
+    Arrays are small CPU tensors: only their metadata matters.
+    """
+    configs = [(dtype, chunk, True, 64, 64)
+               for dtype, chunk in itertools.product(DTYPES, CHUNK_SIZES)]
+    configs.append((torch.float16, 64, False, 64, 64))
+    configs.append((torch.bfloat16, 128, True, 80, 48))
+    for dtype, chunk_size, options, headdim, dstate in configs:
+        launches = _example_launches(dtype, chunk_size, options, headdim, dstate)
+        tag = (f"{str(dtype).removeprefix('torch.')}-chunk{chunk_size}"
+               f"{'' if options else '-bare'}-p{headdim}-n{dstate}")
+        for name, launch in launches.items():
+            yield f"{name}[{tag}]", launch.kernel, launch.args
+    for tag, dtype, forward, names in [
+        ("bfloat16-chunk64-all-switches", torch.bfloat16, ALL_SWITCHES,
+         ("chunk_cumsum", "fwd_pass_state", "compute_out")),
+        ("float32-chunk64-tf32", torch.float32, TF32_ONLY, ("fwd_pass_state", "compute_out")),
+    ]:
+        launches = _example_launches(dtype, 64, True, forward=forward)
+        for name in names:
+            yield f"{name}[{tag}]", launches[name].kernel, launches[name].args
+    # The fused kernel: every optional input (bf16, chunk 64, the default occupancy hint), bare
+    # (fp16, chunk 128), TF32 (fp32, chunk 256) and padded headdim / dstate.
+    for tag, dtype, chunk_size, full, options, headdim, dstate in [
+        ("bfloat16-chunk64", torch.bfloat16, 64, True, DEFAULT_OPTIONS.fused_state_out, 64, 64),
+        ("float16-chunk128-bare", torch.float16, 128, False, FusedStateOutOptions(), 64, 128),
+        ("float32-chunk256-tf32", torch.float32, 256, True, FusedStateOutOptions(tf32=True), 64,
+         64),
+        ("bfloat16-chunk64-p80-n48", torch.bfloat16, 64, True, FusedStateOutOptions(latency=4),
+         80, 48),
+    ]:
+        launch = _fused_example(dtype, chunk_size, full, options, headdim, dstate)
+        yield f"fused_state_out[{tag}]", launch.kernel, launch.args
+    yield from _sequence_parallel_examples()
+    # D of shape (nheads,): the other branch of compute_out.
+    x = torch.zeros(1, 70, 4, 64, dtype=torch.bfloat16)
+    B = torch.zeros(1, 70, 1, 128, dtype=torch.bfloat16)
+    dA_cumsum = torch.zeros(1, 4, 2, 64)
+    chunk_states = torch.zeros(1, 4, 2, 64, 128)
+    launch, _ = compute_out_launch(x, dA_cumsum, dA_cumsum, B, B, chunk_states, D=torch.zeros(4))
+    yield "compute_out[bfloat16-chunk64-D_per_head-n128]", launch.kernel, launch.args

@@ -2,13 +2,18 @@
 the search function injected (cuTile's exhaustive_search needs a GPU)."""
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
 from mamba2_tile import api, autotune
-from mamba2_tile.kernels import DEFAULT_OPTIONS, ForwardOptions, KernelOptions
+from mamba2_tile.kernels import (DEFAULT_OPTIONS, ForwardOptions, FusedStateOutOptions,
+                                 FwdPassStateOptions)
+from mamba2_tile.kernels import plan as planning
+from mamba2_tile.kernels.options import OPTION_TYPES
+from mamba2_tile.kernels.plan import plan, plan_for
 
 
 @pytest.fixture(autouse=True)
@@ -43,9 +48,11 @@ class FakeSearch:
 
 
 def prefer(options):
-    """Lower is better: swap and a latency hint win, and tile size 32 wins."""
-    return (10.0 - 2 * options.swap_operands - (options.latency is not None)
-            - (options.block_p == 32) - (options.occupancy == 2))
+    """Lower is better: swap and a latency hint win, and tile size 32 wins (for the kernels that
+    have these options)."""
+    return (10.0 - 2 * getattr(options, "swap_operands", False)
+            - (getattr(options, "latency", None) is not None)
+            - (getattr(options, "block_p", None) == 32) - (options.occupancy == 2))
 
 
 @pytest.mark.parametrize("value, on", [("1", True), ("on", True), ("0", False), ("", False),
@@ -70,12 +77,16 @@ def test_shape_class_and_key():
     assert shape == autotune.ShapeClass(64, 64, 64, True, 4096, "bfloat16")
     short = autotune.shape_class(*inputs(seqlen=10)[::3], 64)
     assert short.seqlen_bucket == autotune.MIN_SEQLEN_BUCKET
+    # The exact form matters: the stored cache (data/h200_autotune_cache.json) is keyed by it.
     key = autotune.cache_key("NVIDIA H200", "compute_out", shape)
     assert key == "NVIDIA H200 | compute_out | c64-p64-n64-g1-l4096-bfloat16"
     x32 = x.float()
     shape32 = autotune.shape_class(x32, B, 64)
     assert autotune.cache_key("G", "k", shape32, ForwardOptions.uniform(tf32=True)).endswith(
         "float32-tf32")
+    # Stage 1 has no TF32 option; it is keyed with its pass, as the stored cache was.
+    assert autotune.cache_key("G", "chunk_cumsum", shape32,
+                              ForwardOptions.uniform(tf32=True)).endswith("float32-tf32")
     # TF32 means nothing for bfloat16: the same entry as without it.
     assert autotune.cache_key("G", "k", shape, ForwardOptions.uniform(tf32=True)) == \
         autotune.cache_key("G", "k", shape)
@@ -89,12 +100,12 @@ def test_search_spaces_are_small_and_valid():
     assert sizes == {"chunk_cumsum": 2, "fwd_pass_state": 4, "compute_out": 4,
                      "fused_state_out": 3}
     three = sum(sizes[k] for k in autotune.THREE_KERNELS)
-    assert three + 2 * 2 * len(autotune.switch_space(KernelOptions())) == 26
-    assert sizes["fused_state_out"] + len(autotune.switch_space(KernelOptions(), swap=False)) == 5
+    assert three + 2 * 2 * len(autotune.switch_space(FwdPassStateOptions())) == 26
+    assert sizes["fused_state_out"] + len(autotune.switch_space(FusedStateOutOptions())) == 5
     # 4 heads: block_h 4 only.
     x, _, _, B, _ = inputs(nheads=4, seqlen=10)
     assert len(autotune.tile_space("chunk_cumsum", x, B)) == 1
-    switches = autotune.switch_space(KernelOptions(block_p=32))
+    switches = autotune.switch_space(FwdPassStateOptions(block_p=32))
     assert len(switches) == 4 and all(o.block_p == 32 for o in switches)
     # Tiles never exceed the (padded) problem: headdim 8 gives block_p 8 only.
     small_x = torch.zeros(1, 10, 2, 8)
@@ -104,9 +115,10 @@ def test_search_spaces_are_small_and_valid():
 def test_tune_picks_the_fastest_and_one_layout_for_both_stages():
     x, dt, A, B, C = inputs()
     search = FakeSearch(prefer)
-    entries = autotune.tune(x, dt, A, B, C, 64, search=search)
+    three = DEFAULT_OPTIONS.with_switches(fuse_state_passing=False)
+    entries = autotune.tune(x, dt, A, B, C, 64, base=three, search=search)
     assert len(search.spaces) == 3 + 2 * 2      # tiles x3 kernels, switches x2 kernels x2 layouts
-    state = KernelOptions(**entries["fwd_pass_state"]["options"])
+    state = FwdPassStateOptions(**entries["fwd_pass_state"]["options"])
     assert state.swap_operands and state.latency == autotune.LATENCY_HINT
     assert state.block_p == 32 and state.occupancy == 2
     assert entries["fwd_pass_state"]["transposed_layout"] == \
@@ -121,19 +133,24 @@ def test_tune_on_the_fused_path_searches_one_kernel():
     fused = DEFAULT_OPTIONS.with_switches(fuse_state_passing=True)
     entries = autotune.tune(x, dt, A, B, C, 64, base=fused, search=search)
     assert list(entries) == ["fused_state_out"] and len(search.spaces) == 2
-    assert not any(o.swap_operands for o in search.spaces[1])     # the fused kernel has no swap
+    assert all(type(o) is FusedStateOutOptions for space in search.spaces for o in space)
+    assert len(search.spaces[1]) == 2               # latency only: the fused kernel has no swap
     chosen = autotune.options_from_entries(entries, fused)
     assert chosen.fuse_state_passing is True
-    assert chosen.fused_state_out == KernelOptions(occupancy=2, latency=autotune.LATENCY_HINT)
+    assert chosen.fused_state_out == FusedStateOutOptions(occupancy=2,
+                                                          latency=autotune.LATENCY_HINT)
 
 
-def test_the_path_follows_the_base_options():
-    x, _, _, B, _ = inputs(nheads=4)                 # 4 blocks: too few to fill a GPU
-    assert not autotune.uses_fused(x, B, DEFAULT_OPTIONS)
-    assert autotune.uses_fused(x, B, DEFAULT_OPTIONS.with_switches(fuse_state_passing=True))
-    x = torch.zeros(4, 8, 64, 64)                      # 256 blocks
-    assert autotune.uses_fused(x, B, DEFAULT_OPTIONS)
-    assert not autotune.uses_fused(x, B, ForwardOptions())
+def test_the_path_is_the_plans():
+    # 4 blocks: too few to fill a GPU, so the plan cuts the sequence into segments, still the
+    # fused kernel, which is what the tuner tunes; forced off, the three kernels.
+    x, dt, A, B, C = inputs(nheads=4)
+    search = FakeSearch(prefer)
+    assert set(autotune.tune(x, dt, A, B, C, 64, base=DEFAULT_OPTIONS, search=search)) == \
+        {"fused_state_out"}
+    three = DEFAULT_OPTIONS.with_switches(fuse_state_passing=False)
+    assert set(autotune.tune(x, dt, A, B, C, 64, base=three, search=search)) == \
+        set(autotune.THREE_KERNELS)
 
 
 def test_tune_prefers_the_faster_layout():
@@ -141,14 +158,15 @@ def test_tune_prefers_the_faster_layout():
     search = FakeSearch(prefer)
 
     def by_layout(space, plan):
-        # With a switch on, the bool STATES_TRANSPOSED is the second-to-last kernel argument.
-        transposed = plan(space[0]).args[-2] is True
+        # Every switch off, stage 2 launches the kernel without the layout switch: natural.
+        transposed = plan(space[0]).named_args().get("STATES_TRANSPOSED", False) is True
         return SimpleNamespace(best=SimpleNamespace(config=space[0],
                                                     mean_us=1.0 if transposed else 2.0))
-    entries = autotune.tune(x, dt, A, B, C, 64, search=lambda space, plan: (
+    three = DEFAULT_OPTIONS.with_switches(fuse_state_passing=False)
+    entries = autotune.tune(x, dt, A, B, C, 64, base=three, search=lambda space, plan: (
         by_layout(space, plan) if len(space) == 4 else search(space, plan)))
     assert entries["fwd_pass_state"]["transposed_layout"] is True
-    assert autotune.options_from_entries(entries).transposed_layout is True
+    assert autotune.options_from_entries(entries, three).transposed_layout is True
 
 
 def test_cache_roundtrip(isolated_cache):
@@ -161,11 +179,30 @@ def test_cache_roundtrip(isolated_cache):
     assert autotune.load_cache() == {}
 
 
+def test_the_stored_h200_cache_reads_back():
+    # Written when every kernel listed every option: each entry still gives its kernel's options,
+    # with the values it stored.
+    stored = json.loads((Path(__file__).parent.parent / "data" / "h200_autotune_cache.json")
+                        .read_text())
+    by_shape = {}
+    for key, entry in stored.items():
+        gpu, kernel, shape = key.split(" | ")
+        by_shape.setdefault((gpu, shape), {})[kernel] = entry
+    assert len(by_shape) >= 3
+    for entries in by_shape.values():
+        chosen = autotune.options_from_entries(entries)
+        for kernel, entry in entries.items():
+            values = {k: v for k, v in entry["options"].items() if v not in (None, False)}
+            assert {k: v for k, v in vars(getattr(chosen, kernel)).items()
+                    if v not in (None, False)} == values
+
+
 def test_tuned_options_tune_once_then_read_the_cache(isolated_cache, monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Fake GPU")
     x, dt, A, B, C = inputs()
     search = FakeSearch(prefer)
-    first = autotune.tuned_options(x, dt, A, B, C, 64, search=search)
+    three = DEFAULT_OPTIONS.with_switches(fuse_state_passing=False)
+    first = autotune.tuned_options(x, dt, A, B, C, 64, base=three, search=search)
     assert len(search.spaces) == 7
     stored = json.loads((isolated_cache / "autotune.json").read_text())
     assert sorted(stored) == sorted(autotune.cache_key("Fake GPU", k, autotune.shape_class(x, B, 64))
@@ -173,34 +210,39 @@ def test_tuned_options_tune_once_then_read_the_cache(isolated_cache, monkeypatch
     # A new process: the file, not a new search.
     autotune.clear_memory()
     never = FakeSearch(lambda o: pytest.fail("tuned a cached shape"))
-    assert autotune.tuned_options(x, dt, A, B, C, 64, search=never) == first
+    assert autotune.tuned_options(x, dt, A, B, C, 64, base=three, search=never) == first
     # Another seqlen in the same bucket: the same entry.
     x2, dt2, A2, B2, C2 = inputs(seqlen=900)
-    assert autotune.tuned_options(x2, dt2, A2, B2, C2, 64, search=never) == first
+    assert autotune.tuned_options(x2, dt2, A2, B2, C2, 64, base=three, search=never) == first
 
 
 def test_cpu_tensors_are_never_tuned(monkeypatch):
     monkeypatch.setenv(autotune.AUTOTUNE_ENV, "1")
+    monkeypatch.setattr(autotune, "tuned_options", lambda *a, **k: pytest.fail("tuned on the CPU"))
     x, dt, A, B, C = inputs()
-    never = FakeSearch(lambda o: pytest.fail("tuned on the CPU"))
-    assert autotune.forward_options(x, dt, A, B, C, 64, search=never) is DEFAULT_OPTIONS
-
-
-def test_off_switch_keeps_the_defaults_even_for_cuda_tensors(monkeypatch):
-    monkeypatch.setenv(autotune.AUTOTUNE_ENV, "0")
-    x = SimpleNamespace(is_cuda=True)
-    never = FakeSearch(lambda o: pytest.fail("tuned while off"))
-    assert autotune.forward_options(x, None, None, None, None, 64, search=never) is \
-        DEFAULT_OPTIONS
-
-
-def test_the_api_asks_the_autotuner(monkeypatch):
-    asked = []
-
-    def fake(x, dt, A, B, C, chunk_size):
-        asked.append(chunk_size)
-        return DEFAULT_OPTIONS
-    monkeypatch.setattr(autotune, "forward_options", fake)
-    x, dt, A, B, C = inputs(seqlen=70)
+    assert api.forward_options(x, dt, A, B, C, 64) == plan_for(x, B, 64)
     api.mamba_chunk_scan_combined(x, dt, A, B, C, 64)
-    assert asked == [64]
+
+
+class FakeCuda(SimpleNamespace):
+    """Just enough of a CUDA tensor for the API's options: a shape, a dtype, a device."""
+
+    is_cuda = True
+    device = torch.device("cuda", 0)
+
+
+@pytest.mark.parametrize("tuning", [False, True])
+def test_the_api_hands_the_planned_options_to_the_tuner_only_when_on(monkeypatch, tuning):
+    monkeypatch.setenv(autotune.AUTOTUNE_ENV, "1" if tuning else "0")
+    monkeypatch.setattr(planning, "_cuda_sm_count", lambda index: 132)
+    handed = []
+    tuned = DEFAULT_OPTIONS.with_switches(latency=7)
+    monkeypatch.setattr(autotune, "tuned_options", lambda x, dt, A, B, C, chunk_size, base:
+                        handed.append(base) or tuned)
+    x = FakeCuda(shape=(8, 1024, 64, 64), dtype=torch.bfloat16)
+    B = FakeCuda(shape=(8, 1024, 1, 128), dtype=torch.bfloat16)
+    options = api.forward_options(x, None, None, B, B, 64)
+    planned = plan(8, 1024, 64, 64, 1, 128, 64, torch.bfloat16, 132)
+    assert planned.fuse_state_passing is True
+    assert handed == ([planned] if tuning else [])
+    assert options == (tuned if tuning else planned)

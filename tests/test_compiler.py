@@ -3,11 +3,8 @@
 Nothing is cached between runs: `compile_kernel` bypasses cuTile's on-disk cubin cache, so each
 test is a real compilation. Measured on a 2-core CPU: 0.1-0.6 s for each small kernel below; the
 package's kernels take 0.3-28 s each (the compiler, `tileiras`, is nearly all of it), about 70 s
-per target for all of `compile_examples()`.
+per target for all of `compile_kernels.package_examples()`.
 """
-
-import importlib
-import importlib.util
 
 import numpy as np
 import pytest
@@ -24,15 +21,6 @@ except ImportError:
     from tests import compile_kernels as kernels
 
 CUBIN_MAGIC = b"\x7fELF"
-
-
-def _package_examples():
-    if importlib.util.find_spec("mamba2_tile.kernels") is None:
-        return None
-    package = importlib.import_module("mamba2_tile.kernels")
-    if not hasattr(package, "compile_examples"):
-        return None
-    return list(package.compile_examples())
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -90,13 +78,8 @@ def test_bad_target_is_refused():
 
 def _package_cases():
     """One (name, kernel, args, target) case per package kernel configuration and target."""
-    examples = _package_examples()
-    if examples is None:
-        reason = "mamba2_tile.kernels does not expose compile_examples() yet"
-        return [pytest.param(None, None, None, None, id="no-compile_examples",
-                             marks=pytest.mark.skip(reason=reason))]
     return [pytest.param(name, kernel, args, target, id=f"{name}-{target}")
-            for name, kernel, args in examples for target in TARGETS]
+            for name, kernel, args in kernels.package_examples() for target in TARGETS]
 
 
 @pytest.mark.parametrize("name, kernel, args, target", _package_cases())

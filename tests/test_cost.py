@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mamba2_tile import cost, reference
-from mamba2_tile.cost import Problem
+from mamba2_tile.problem import Problem
 
 
 class Counted:
@@ -215,7 +215,7 @@ def test_recurrent_and_quadratic_flops_match_a_scalar_loop(shape):
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
 def test_bytes_match_the_arrays_each_stage_touches(shape, dtype):
-    p = problem({**shape, "dtype_bytes": np.dtype(dtype).itemsize, "state_bytes": 4})
+    p = problem({**shape, "dtype": np.dtype(dtype).name})
     a = {k: v.astype(dtype) for k, v in
          inputs(**{k: v for k, v in shape.items() if k != "chunk_size"}).items()}
     f32 = np.dtype(np.float32).itemsize

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from mamba2_tile import cost, reference
-from mamba2_tile.cost import Problem
+from mamba2_tile.problem import Problem
 
 SHAPES = [
     dict(batch=1, seqlen=6, nheads=2, headdim=2, dstate=3, ngroups=1, chunk_size=4),
@@ -29,7 +29,7 @@ def arrays(batch, seqlen, nheads, headdim, dstate, ngroups, chunk_size, dtype):
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
 def test_chunk_states_and_fused_bytes_match_the_arrays(shape, dtype):
-    p = Problem(**shape, dtype_bytes=np.dtype(dtype).itemsize)
+    p = Problem(**shape, dtype=np.dtype(dtype).name)
     a = arrays(**shape, dtype=dtype)
     f32 = 4
     assert cost.chunk_states_bytes(p) == 2 * a["chunk_states"].size * f32
@@ -56,7 +56,7 @@ def test_forward_cost_of_each_path(shape):
     # Fusing saves the states both ways and the second read of x, B, dt and dA_cumsum.
     saved = (cost.chunk_states_bytes(p)
              + (p.batch * p.seqlen * p.nheads * (p.headdim + p.dstate)) * p.dtype_bytes
-             + 2 * p.batch * p.nheads * p.padded_seqlen * p.state_bytes)
+             + 2 * p.batch * p.nheads * p.padded_seqlen * cost.STATE_VALUE_BYTES)
     assert three.bytes - fused.bytes == saved
     assert three.flops == low.flops == fused.flops
     assert cost.minimal_bytes(p) <= fused.bytes < low.bytes < three.bytes

@@ -123,3 +123,31 @@ def test_a_real_kernel_runs_where_the_device_says():
     torch.testing.assert_close(out, 2 * x + y)
     expected = dispatch.CUTILE if device == "cuda" else dispatch.INTERPRETER
     assert dispatch.last_backend() == expected
+
+
+def test_a_launch_reads_no_signature(interpreter_calls, monkeypatch):
+    # The names are for error messages: a launch without an error never asks for them.
+    def fresh(x, y, out, TILE):
+        """A kernel no other test launched."""
+    monkeypatch.setattr(dispatch.inspect, "signature",
+                        lambda f: pytest.fail("a launch read the kernel's signature"))
+    for _ in range(3):
+        dispatch.launch((1,), fresh, (torch.zeros(4), torch.zeros(4), torch.zeros(4), 2))
+    assert len(interpreter_calls) == 3
+
+
+def test_parameter_names_are_read_once_per_kernel(monkeypatch):
+    def fresh(a, b, c):
+        """A kernel no other test asked about."""
+    read = []
+    signature = dispatch.inspect.signature
+    monkeypatch.setattr(dispatch.inspect, "signature", lambda f: read.append(f) or signature(f))
+    assert dispatch.parameter_names(fresh) == ("a", "b", "c")
+    assert dispatch.parameter_names(fresh) == ("a", "b", "c")
+    assert read == [fresh]
+
+
+def test_mixed_devices_inside_a_tuple_are_refused(interpreter_calls):
+    with pytest.raises(ValueError, match="'y' is on the GPU but 'y' is on the CPU"):
+        dispatch.launch((1,), kernel, (2, (torch.zeros(1), FakeCudaTensor([0.0])), 3, 4))
+    assert not interpreter_calls

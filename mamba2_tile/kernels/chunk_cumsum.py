@@ -7,8 +7,8 @@ clamp to ``dt_limit``, zero past ``seqlen``), scans ``dt * A`` along the chunk, 
 results transposed into the chunk layout ``(batch, nheads, nchunks, chunk_size)`` that the two
 later stages read one head at a time.
 
-``dA_cumsum`` is stored in natural-log units (``exp``, not ``exp2``, reads it back), exactly the
-quantity the reference returns.
+``dA_cumsum`` is stored in natural-log units, exactly the quantity the reference returns; the
+later stages read it back as ``exp2(dA_cumsum * LOG2E)`` (:mod:`mamba2_tile.kernels.exp2`).
 
 Options (:mod:`mamba2_tile.kernels.options`): ``block_h`` and ``occupancy`` only. Stage 1 reads
 one float per token and head, 1/headdim of what the later stages stream, so latency hints or
@@ -18,9 +18,9 @@ builds.
 
 import torch
 
-from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, next_power_of_2, placeholder,
-                                           with_hints)
-from mamba2_tile.kernels.options import KernelOptions
+from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, expect_options, next_power_of_2,
+                                           placeholder, with_hints)
+from mamba2_tile.kernels.options import ChunkCumsumOptions
 from mamba2_tile.tile import ct
 
 # mamba_ssm applies softplus only below this threshold; above it softplus(dt) == dt to float32
@@ -68,15 +68,22 @@ def chunk_cumsum_kernel(
     ct.store(dt_out, (b, hb, c, 0), ct.reshape(ct.transpose(dt_c), out_shape))
 
 
+def chunk_cumsum_block_h(nheads, options=ChunkCumsumOptions()):
+    """The heads tile: the options' ``block_h``, else every head up to 16 (padded to a power of
+    two); one block then reads a ``(chunk_size, BLOCK_H)`` slab of ``dt``, contiguous in heads."""
+    return options.block_h or min(next_power_of_2(nheads), 16)
+
+
 def chunk_cumsum_launch(dt, A, chunk_size, dt_bias=None, dt_softplus=False,
-                        dt_limit=(0.0, float("inf")), options=KernelOptions()):
+                        dt_limit=(0.0, float("inf")), options=ChunkCumsumOptions()):
     """Allocate the outputs and plan the launch; returns ``(KernelLaunch, (dA_cumsum, dt_out))``."""
+    expect_options(options, ChunkCumsumOptions)
     batch, seqlen, nheads = dt.shape
     nchunks = cdiv(seqlen, chunk_size)
     dA_cumsum = torch.empty(batch, nheads, nchunks, chunk_size, dtype=torch.float32,
                             device=dt.device)
     dt_out = torch.empty_like(dA_cumsum)
-    block_h = options.block_h or min(next_power_of_2(nheads), 16)
+    block_h = chunk_cumsum_block_h(nheads, options)
     grid = (batch, nchunks, cdiv(nheads, block_h))
     args = (
         dt, A, placeholder(dt) if dt_bias is None else dt_bias,
@@ -89,7 +96,7 @@ def chunk_cumsum_launch(dt, A, chunk_size, dt_bias=None, dt_softplus=False,
 
 
 def chunk_cumsum(dt, A, chunk_size, dt_bias=None, dt_softplus=False,
-                 dt_limit=(0.0, float("inf")), options=KernelOptions()):
+                 dt_limit=(0.0, float("inf")), options=ChunkCumsumOptions()):
     """Run stage 1; returns ``(dA_cumsum, dt)``, both float32 (batch, nheads, nchunks, chunk_size)."""
     launch, outputs = chunk_cumsum_launch(dt, A, chunk_size, dt_bias, dt_softplus, dt_limit,
                                           options)

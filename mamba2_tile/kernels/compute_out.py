@@ -8,8 +8,8 @@ of one head, ``BLOCK_P`` channels of ``headdim``. With ``C_i`` the block's rows 
     inter-chunk   y  = exp(dA_i) * (C_i @ h_enterᵀ)                    h_enter: (BLOCK_P, dstate)
     intra-chunk   y += sum over column blocks j <= i of
                        (exp(dA_i - dA_j) * [i >= j] * (C_i @ B_jᵀ) * dt_j) @ x_j
-    skip          y += D * x_i
-    gate          y *= silu(z_i)
+    skip          y += D * x_i          (these two: mamba2_tile.kernels.epilogue, shared with
+    gate          y *= silu(z_i)         the fused kernel)
 
 The ``chunk x chunk`` interaction matrix is never materialised: each ``(BLOCK_M, BLOCK_M)``
 piece of ``L ∘ C Bᵀ`` lives in registers between the two ``ct.mma`` that make and consume it,
@@ -29,9 +29,11 @@ float32 or the input dtype: it is rounded to the dtype of ``C`` either way.
 
 import torch
 
-from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, next_power_of_2, placeholder,
-                                           with_hints)
-from mamba2_tile.kernels.options import KernelOptions
+from mamba2_tile.kernels.epilogue import load_skip, skip_and_gate
+from mamba2_tile.kernels.exp2 import LOG2E
+from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, expect_options, next_power_of_2,
+                                           placeholder, with_hints)
+from mamba2_tile.kernels.options import ComputeOutOptions
 from mamba2_tile.tile import ct
 
 
@@ -67,7 +69,9 @@ def compute_out_kernel(
     # In the last chunk a whole row block can lie past seqlen: nothing to compute or store
     # (and a load entirely out of bounds is undefined behaviour).
     if row_block * BLOCK_M < x.shape[1]:
-        dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, m), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
+        # dA_cumsum in log2 units from here on: every exp is an exp2 (kernels/exp2.py).
+        dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, m), (1, 1, 1, BLOCK_M)),
+                          (BLOCK_M, 1)) * LOG2E
         C_i = ct.load(C, (b, row_block, g, 0), (1, BLOCK_M, 1, DSTATE), padding_mode=zero,
                       latency=latency)
         C_i = ct.reshape(C_i, (BLOCK_M, DSTATE)).astype(mma_dtype)
@@ -86,16 +90,17 @@ def compute_out_kernel(
         if SWAP_OPERANDS:
             acc = ct.mma(ct.transpose(h_enter_t), ct.transpose(C_i),
                          ct.zeros((BLOCK_P, BLOCK_M), dtype=ct.float32))
-            acc = acc * ct.exp(ct.transpose(dA_i))
+            acc = acc * ct.exp2(ct.transpose(dA_i), flush_to_zero=True)
         else:
             acc = ct.mma(C_i, h_enter_t, ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32))
-            acc = acc * ct.exp(dA_i)
+            acc = acc * ct.exp2(dA_i, flush_to_zero=True)
 
         # Intra-chunk: column blocks j = 0 .. m (the ones at or below the diagonal).
         rows = ct.reshape(m * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
         for j in range(m + 1):
             col_block = c * blocks_per_chunk + j
-            dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)), (1, BLOCK_M))
+            dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
+                              (1, BLOCK_M)) * LOG2E
             dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (1, BLOCK_M))
             B_j = ct.load(B, (b, col_block, g, 0), (1, BLOCK_M, 1, DSTATE), padding_mode=zero,
                           latency=latency)
@@ -106,9 +111,9 @@ def compute_out_kernel(
 
             scores = ct.mma(C_i, ct.transpose(B_j), ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
             cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (1, BLOCK_M))
-            # Clamp before exp: above the diagonal dA_i - dA_j > 0 could overflow, and is
+            # Clamp before exp2: above the diagonal dA_i - dA_j > 0 could overflow, and is
             # masked to 0 anyway.
-            decay = ct.exp(ct.minimum(dA_i - dA_j, 0.0))
+            decay = ct.exp2(ct.minimum(dA_i - dA_j, 0.0), flush_to_zero=True)
             scores = ct.where(rows >= cols, scores * decay * dt_j, 0.0)
             scores = scores.astype(x.dtype).astype(mma_dtype)
             if SWAP_OPERANDS:
@@ -121,34 +126,32 @@ def compute_out_kernel(
         x_i = ct.load(x, (b, row_block, h, p_tile), (1, BLOCK_M, 1, BLOCK_P), padding_mode=zero,
                       latency=latency)
         x_i = ct.reshape(x_i, (BLOCK_M, BLOCK_P)).astype(ct.float32)
-        if HAS_D:
-            if D_PER_CHANNEL:
-                D_h = ct.load(D, (h, p_tile), (1, BLOCK_P), padding_mode=zero)
-            else:
-                D_h = ct.reshape(ct.load(D, (h,), (1,)), (1, 1))
-            acc = acc + x_i * D_h.astype(ct.float32)
-        if HAS_Z:
-            z_i = ct.load(z, (b, row_block, h, p_tile), (1, BLOCK_M, 1, BLOCK_P),
-                          padding_mode=zero, latency=latency)
-            z_i = ct.reshape(z_i, (BLOCK_M, BLOCK_P)).astype(ct.float32)
-            acc = acc * z_i / (1.0 + ct.exp(-z_i))          # y * silu(z)
+        acc = skip_and_gate(acc, x_i, load_skip(D, h, p_tile, BLOCK_P, HAS_D, D_PER_CHANNEL), z,
+                            b, row_block, h, p_tile, BLOCK_M, BLOCK_P, HAS_D, HAS_Z, LATENCY)
 
         ct.store(y, (b, row_block, h, p_tile),
                  ct.reshape(acc.astype(y.dtype), (1, BLOCK_M, 1, BLOCK_P)))
 
 
+def compute_out_tiles(headdim, chunk_size, options=ComputeOutOptions()):
+    """``(block_m, block_p)``: the options' tiles, else 64 rows (at most the chunk) and 64
+    channels (shrunk to the next power of two of ``headdim`` when that is smaller)."""
+    return (min(options.block_m or 64, chunk_size),
+            options.block_p or min(next_power_of_2(headdim), 64))
+
+
 def compute_out_launch(x, dt, dA_cumsum, B, C, chunk_states, D=None, z=None,
-                       options=KernelOptions(), transposed_layout=False):
+                       options=ComputeOutOptions(), transposed_layout=False):
     """Allocate ``y`` (like ``x``) and plan the launch; returns ``(KernelLaunch, y)``.
 
     ``chunk_states`` is ``(b, h, c, n, p)`` when ``transposed_layout`` (as stage 2 wrote it).
     """
+    expect_options(options, ComputeOutOptions)
     batch, _, nheads, headdim = x.shape
     dstate = B.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
     y = torch.empty_like(x)
-    block_m = min(options.block_m or 64, chunk_size)
-    block_p = options.block_p or min(next_power_of_2(headdim), 64)
+    block_m, block_p = compute_out_tiles(headdim, chunk_size, options)
     grid = ((chunk_size // block_m) * cdiv(headdim, block_p), batch * nchunks, nheads)
     args = (
         x, dt, dA_cumsum, B, C, chunk_states,
@@ -164,7 +167,7 @@ def compute_out_launch(x, dt, dA_cumsum, B, C, chunk_states, D=None, z=None,
     return KernelLaunch(grid, kernel, args), y
 
 
-def compute_out(x, dt, dA_cumsum, B, C, chunk_states, D=None, z=None, options=KernelOptions(),
+def compute_out(x, dt, dA_cumsum, B, C, chunk_states, D=None, z=None, options=ComputeOutOptions(),
                 transposed_layout=False):
     """Run stage 3; returns ``y`` with the shape and dtype of ``x``."""
     launch, y = compute_out_launch(x, dt, dA_cumsum, B, C, chunk_states, D, z, options,

@@ -10,8 +10,8 @@ in order, ``BLOCK_M`` rows (a *row block*) at a time. For each row block it
 
 1. computes the output rows as ``compute_out`` does, with the row block in the role of the
    chunk: the state entering the row block read out by ``C``, ``exp(dA_i - dA_start) *
-   (C_i @ h_enter)``, plus the causal ``(L ∘ C Bᵀ)(dt x)`` inside the row block, ``D x``, the
-   gate;
+   (C_i @ h_enter)``, plus the causal ``(L ∘ C Bᵀ)(dt x)`` inside the row block, then ``D x``
+   and the gate (:mod:`mamba2_tile.kernels.epilogue`, shared with stage 3);
 2. carries the state past the row block with ``fwd_pass_state``'s jump formula,
    ``h_end = exp(dA_end - dA_start) * h_enter + Σ_i exp(dA_end - dA_i) dt_i x_i ⊗ B_i``.
 
@@ -30,38 +30,44 @@ update is ``B_iᵀ @ (w x_i)``. Rounding is the three-kernel pipeline's: the sta
 
 The price is parallelism: one block per (batch, head, headdim tile) instead of one per (batch,
 chunk, head, ...) for stage 3. With batch x nheads in the hundreds that fills an H200; with a
-handful of heads it does not, and the three-kernel pipeline is faster
-(``ForwardOptions.fuse_state_passing``; left at ``None``, :func:`fused_fills_gpu` picks;
-:func:`uses_fused` applies that rule for the API, the autotuner and the benchmark).
+handful of heads it does not: the sequence is then cut into segments that run in parallel
+(:mod:`mamba2_tile.kernels.sequence_parallel`, the grid's third axis here). ``C Bᵀ`` comes
+precomputed (:mod:`mamba2_tile.kernels.chunk_scores`) above dstate 128, where forming it here
+spills (:func:`scores_given`).
 """
-
-from functools import lru_cache
 
 import torch
 
-from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, next_power_of_2, placeholder,
-                                           with_hints)
-from mamba2_tile.kernels.options import KernelOptions
+from mamba2_tile.kernels.chunk_scores import chunk_scores
+from mamba2_tile.kernels.epilogue import load_skip, skip_and_gate
+from mamba2_tile.kernels.exp2 import LOG2E
+from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, expect_options, next_power_of_2,
+                                           placeholder, with_hints)
+from mamba2_tile.kernels.options import FusedStateOutOptions
 from mamba2_tile.tile import ct
 
-# SMs of the GPUs the course measures on (H100 / H200 SXM); used to decide for CPU tensors, so
-# that the interpreter runs the same path a GPU would.
-REFERENCE_SM_COUNT = 132
-# Largest state tile (dstate x BLOCK_P float32 values) a block keeps in registers: 8192 floats is
-# 64 registers a thread at 128 threads; a larger one spills.
+# Largest state tile (dstate x BLOCK_P float32 values) a block keeps in registers next to the
+# C Bᵀ product, two blocks an SM: 8192 floats is 64 registers a thread at 128 threads (the
+# compiler's budget is 128 at two blocks an SM); a larger one spills.
 MAX_STATE_ELEMENTS = 8192
-# exp(a) = exp2(a * LOG2E). On sm_90 ct.exp compiles to a full-precision expf, eight
-# instructions an element (read off the cubin); ct.exp2 with flush_to_zero is the hardware's
-# approximate exp2 (about 22 correct bits), one instruction. The decays lie in (0, 1] and meet
-# 16-bit operands, so those bits never show, while elementwise work on (64, 64) tiles is most of
-# what this kernel's threads execute.
-LOG2E = 1.4426950408889634
+# Without the C Bᵀ product (precomputed above dstate 128), one block an SM holds a (256, 64)
+# state with no spills (168 registers a thread on sm_90). On the H200 at b8 h64 p64 n256 L8192,
+# one 64-wide block per head, one an SM, took 1.00 ms; two 32-wide ones, two an SM, 1.71 ms:
+# each reads the head's B and C, so the narrow tiles read them twice.
+MAX_LARGE_STATE_ELEMENTS = 16384
+# Above this dstate, C Bᵀ comes precomputed (chunk_scores): formed in the kernel, its two
+# (64, 256) operands next to the state spill (read off the sm_90 cubin: ~800 local loads and
+# stores at dstate 256, none without that product).
+MAX_DSTATE_SCORES_IN_KERNEL = 128
 
 
 @ct.kernel
 def fused_state_out_kernel(
-    x, dt, dA_cumsum, B, C, initial_states, D, z,   # as in the three-kernel pipeline
+    x, dt, dA_cumsum, B, C, D, z,                   # as in the three-kernel pipeline
+    initial_states,                                 # (b, h, segments, p, n): state entering each
+    scores,                                         # (b, g, row blocks, BLOCK_M, BLOCK_M) C Bᵀ
     y, final_states,                                # outputs: like x; (b, h, p, n) float32
+    segment_blocks,                                 # row blocks per segment (runtime int)
     CHUNK_SIZE: ct.Constant[int],
     BLOCK_M: ct.Constant[int],                      # rows handled at once, divides CHUNK_SIZE
     BLOCK_P: ct.Constant[int],
@@ -70,6 +76,7 @@ def fused_state_out_kernel(
     HAS_D: ct.Constant[bool],
     D_PER_CHANNEL: ct.Constant[bool],               # D is (nheads, headdim) rather than (nheads,)
     HAS_Z: ct.Constant[bool],
+    SCORES_GIVEN: ct.Constant[bool],                # read C Bᵀ from scores instead of forming it
     LATENCY: ct.Constant[int],                      # DRAM latency hint, 1-10; 0 = no hint
     TF32: ct.Constant[bool],                        # float32 mma operands rounded to TF32
 ):
@@ -78,6 +85,7 @@ def fused_state_out_kernel(
     b = ct.bid(0) // nheads
     h = ct.bid(0) % nheads
     p_tile = ct.bid(1)
+    segment = ct.bid(2)
     g = h // (nheads // B.shape[2])
     blocks_per_chunk = CHUNK_SIZE // BLOCK_M
     zero = ct.PaddingMode.ZERO
@@ -87,20 +95,19 @@ def fused_state_out_kernel(
     cols = ct.reshape(ct.arange(BLOCK_M, dtype=ct.int32), (1, BLOCK_M))
 
     if HAS_INITIAL_STATES:
-        state = ct.load(initial_states, (b, h, p_tile, 0), (1, 1, BLOCK_P, DSTATE),
+        state = ct.load(initial_states, (b, h, segment, p_tile, 0), (1, 1, 1, BLOCK_P, DSTATE),
                         padding_mode=zero)
         state = ct.transpose(ct.reshape(state, (BLOCK_P, DSTATE)).astype(ct.float32))
     else:
         state = ct.zeros((DSTATE, BLOCK_P), dtype=ct.float32)
-    if HAS_D:
-        if D_PER_CHANNEL:
-            D_h = ct.load(D, (h, p_tile), (1, BLOCK_P), padding_mode=zero).astype(ct.float32)
-        else:
-            D_h = ct.reshape(ct.load(D, (h,), (1,)), (1, 1)).astype(ct.float32)
+    D_h = load_skip(D, h, p_tile, BLOCK_P, HAS_D, D_PER_CHANNEL)
 
     # dA_cumsum is in natural-log units; the kernel works in log2 units (see LOG2E).
+    # A segment is a whole number of chunks, so it starts where a chunk's cumsum starts at 0.
+    first = segment * segment_blocks
+    stop = min(first + segment_blocks, ct.cdiv(seqlen, BLOCK_M))
     dA_start = ct.zeros((1, 1), dtype=ct.float32)
-    for row_block in range(ct.cdiv(seqlen, BLOCK_M)):
+    for row_block in range(first, stop):
         c = row_block // blocks_per_chunk
         m = row_block % blocks_per_chunk
         if m == 0:
@@ -131,19 +138,20 @@ def fused_state_out_kernel(
 
         # Inside the row block: causal mask. Clamp before exp2: above the diagonal
         # dA_i - dA_j > 0 could overflow, and is masked anyway.
-        scores = ct.mma(C_m, ct.transpose(B_m), ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
+        if SCORES_GIVEN:
+            scores_m = ct.load(scores, (b, g, row_block, 0, 0), (1, 1, 1, BLOCK_M, BLOCK_M),
+                               latency=latency)
+            scores_m = ct.reshape(scores_m, (BLOCK_M, BLOCK_M))
+        else:
+            scores_m = ct.mma(C_m, ct.transpose(B_m),
+                              ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
         decay = ct.exp2(ct.minimum(dA_m - ct.transpose(dA_m), 0.0), flush_to_zero=True)
-        scores = ct.where(rows >= cols, scores * decay * ct.transpose(dt_m), 0.0)
-        acc = ct.mma(scores.astype(x.dtype).astype(mma_dtype), x_m.astype(mma_dtype), acc)
+        scores_m = ct.where(rows >= cols, scores_m * decay * ct.transpose(dt_m), 0.0)
+        acc = ct.mma(scores_m.astype(x.dtype).astype(mma_dtype), x_m.astype(mma_dtype), acc)
 
         x_f32 = x_m.astype(ct.float32)
-        if HAS_D:
-            acc = acc + x_f32 * D_h
-        if HAS_Z:
-            z_m = ct.load(z, (b, row_block, h, p_tile), (1, BLOCK_M, 1, BLOCK_P),
-                          padding_mode=zero, latency=latency)
-            z_m = ct.reshape(z_m, (BLOCK_M, BLOCK_P)).astype(ct.float32)
-            acc = acc * z_m / (1.0 + ct.exp2(-z_m * LOG2E, flush_to_zero=True))  # y silu(z)
+        acc = skip_and_gate(acc, x_f32, D_h, z, b, row_block, h, p_tile, BLOCK_M, BLOCK_P,
+                            HAS_D, HAS_Z, LATENCY)
         ct.store(y, (b, row_block, h, p_tile),
                  ct.reshape(acc.astype(y.dtype), (1, BLOCK_M, 1, BLOCK_P)))
 
@@ -154,79 +162,114 @@ def fused_state_out_kernel(
         state = ct.mma(ct.transpose(B_m), x_weighted, state)
         dA_start = dA_end
 
-    ct.store(final_states, (b, h, p_tile, 0),
-             ct.reshape(ct.transpose(state), (1, 1, BLOCK_P, DSTATE)))
+    # Every segment ends in the state entering the next one (already known, from
+    # segment_pass); only the last one's is an output.
+    if segment == ct.num_blocks(2) - 1:
+        ct.store(final_states, (b, h, p_tile, 0),
+                 ct.reshape(ct.transpose(state), (1, 1, BLOCK_P, DSTATE)))
 
 
 def fused_block_p(headdim, dstate, block_p=None):
-    """The headdim tile: as wide as headdim allows while the state tile fits in registers."""
+    """The headdim tile: as wide as headdim allows while the state tile fits in registers (one
+    block an SM where ``C Bᵀ`` comes precomputed, two otherwise)."""
     if block_p is not None:
         return block_p
-    fits = max(16, MAX_STATE_ELEMENTS // next_power_of_2(dstate))
+    budget = MAX_LARGE_STATE_ELEMENTS if scores_given(dstate) else MAX_STATE_ELEMENTS
+    fits = max(16, budget // next_power_of_2(dstate))
     return min(next_power_of_2(headdim), 64, fits)
 
 
-def fused_fills_gpu(x, B, options=KernelOptions()):
-    """True when the fused kernel has at least one block per SM of ``x``'s GPU.
-
-    Below that, SMs idle while each block walks every chunk alone; the three-kernel pipeline,
-    whose stage 3 has a block per chunk, is faster (on an H200 at batch 1, 8 heads, seqlen 16384:
-    0.43 ms three-kernel vs 0.79 ms fused, ``data/h200_probe.txt``).
-    """
-    batch, _, nheads, headdim = x.shape
-    blocks = batch * nheads * cdiv(headdim, fused_block_p(headdim, B.shape[3], options.block_p))
-    return blocks >= (_sm_count(x.device.index) if x.is_cuda else REFERENCE_SM_COUNT)
+def fused_occupancy(dstate, block_p, occupancy):
+    """The occupancy hint a launch keeps: ``occupancy``, unless the state tile is beyond the
+    two-blocks-an-SM budget (:data:`MAX_STATE_ELEMENTS`): then one block an SM (``None``, the
+    compiler's choice), since a hint of 2 would cap the registers below the state's needs."""
+    if block_p * next_power_of_2(dstate) > MAX_STATE_ELEMENTS:
+        return None
+    return occupancy
 
 
-@lru_cache(maxsize=None)
-def _sm_count(device_index):
-    """Looked up once per GPU: the rule runs on every call of the public API."""
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
+def fused_block_m(chunk_size, options=FusedStateOutOptions()):
+    """The row block: 64 rows (or the chunk, if smaller); it must divide the chunk."""
+    return min(options.block_m or 64, chunk_size)
+
+
+def scores_given(dstate):
+    """Whether ``C Bᵀ`` comes from :mod:`mamba2_tile.kernels.chunk_scores` rather than from an
+    ``mma`` in the fused kernel: above 128 state dimensions the kernel spills without it."""
+    return next_power_of_2(dstate) > MAX_DSTATE_SCORES_IN_KERNEL
+
+
+def fused_tiles(headdim, dstate, chunk_size, options=FusedStateOutOptions()):
+    """``(block_m, block_p)``: the options' tiles, else :func:`fused_block_m` and
+    :func:`fused_block_p`."""
+    return fused_block_m(chunk_size, options), fused_block_p(headdim, dstate, options.block_p)
 
 
 def uses_fused(x, B, options):
-    """Whether :class:`ForwardOptions` ``options`` run the fused kernel on these inputs: its
-    ``fuse_state_passing``, or when that is ``None``, :func:`fused_fills_gpu`."""
-    if options.fuse_state_passing is None:
-        return fused_fills_gpu(x, B, options.fused_state_out)
-    return options.fuse_state_passing
+    """Whether ``options`` run this kernel on these inputs: the plan's path rule
+    (:func:`mamba2_tile.kernels.plan.fuses`), under the name the benchmark imports. Imported
+    here, not at the top, because the plan imports this module for its tiles."""
+    from mamba2_tile.kernels.plan import device_sm_count, fuses
+
+    batch, _, nheads, headdim = x.shape
+    return fuses(batch, nheads, headdim, B.shape[3], device_sm_count(x.device), options)
 
 
 def fused_state_out_launch(x, dt, dA_cumsum, B, C, initial_states=None, D=None, z=None,
-                           options=KernelOptions()):
+                           options=FusedStateOutOptions(), scores=None,
+                           segment_chunks=None):
     """Allocate ``y`` and ``final_states`` and plan the launch.
 
     Returns ``(KernelLaunch, (y, final_states))``; ``dt`` and ``dA_cumsum`` are stage 1's
-    outputs. ``block_m`` defaults to 64 (the rows handled at once), ``block_p`` to
-    :func:`fused_block_p`.
+    outputs. ``block_m`` defaults to :func:`fused_block_m`, ``block_p`` to
+    :func:`fused_block_p`. ``scores`` is :func:`chunk_scores`'s output for that ``block_m``, or
+    ``None`` to form ``C Bᵀ`` in the kernel.
+
+    Sequence-parallel use (:mod:`mamba2_tile.kernels.segment_states`): with ``segment_chunks``,
+    the grid gets one block per segment of ``segment_chunks`` chunks, and ``initial_states`` is
+    ``(b, h, segments, p, n)``, the state entering each segment (:func:`segment_pass`).
+    Otherwise ``initial_states`` is the usual ``(b, h, p, n)`` or ``None``.
     """
+    expect_options(options, FusedStateOutOptions)
     batch, _, nheads, headdim = x.shape
     dstate = B.shape[3]
-    chunk_size = dA_cumsum.shape[3]
+    nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
     y = torch.empty_like(x)
     final_states = torch.empty(batch, nheads, headdim, dstate, dtype=torch.float32,
                                device=x.device)
-    block_m = min(options.block_m or 64, chunk_size)
-    block_p = fused_block_p(headdim, dstate, options.block_p)
-    grid = (batch * nheads, cdiv(headdim, block_p), 1)
+    block_m, block_p = fused_tiles(headdim, dstate, chunk_size, options)
+    if segment_chunks is None:
+        segments, segment_chunks = 1, nchunks
+        if initial_states is not None:
+            initial_states = initial_states.unsqueeze(2)    # one segment: a view, no copy
+    else:
+        segments = cdiv(nchunks, segment_chunks)
+    grid = (batch * nheads, cdiv(headdim, block_p), segments)
     args = (
         x, dt, dA_cumsum, B, C,
-        placeholder(dA_cumsum) if initial_states is None else initial_states,
         placeholder(dA_cumsum) if D is None else D,
         placeholder(x) if z is None else z,
+        placeholder(dA_cumsum) if initial_states is None else initial_states,
+        placeholder(dA_cumsum) if scores is None else scores,
         y, final_states,
+        segment_chunks * (chunk_size // block_m),
         chunk_size, block_m, block_p, next_power_of_2(dstate),
         initial_states is not None, D is not None, D is not None and D.dim() == 2,
-        z is not None, options.latency_constant(), options.use_tf32(x.dtype),
+        z is not None, scores is not None, options.latency_constant(), options.use_tf32(x.dtype),
     )
-    kernel = with_hints(fused_state_out_kernel, options.occupancy)
+    kernel = with_hints(fused_state_out_kernel,
+                        fused_occupancy(dstate, block_p, options.occupancy))
     return KernelLaunch(grid, kernel, args), (y, final_states)
 
 
 def fused_state_out(x, dt, dA_cumsum, B, C, initial_states=None, D=None, z=None,
-                    options=KernelOptions()):
-    """Run stages 2 and 3 fused; returns ``(y, final_states)``."""
+                    options=FusedStateOutOptions()):
+    """Run stages 2 and 3 fused (with :func:`chunk_scores` first where :func:`scores_given`);
+    returns ``(y, final_states)``."""
+    scores = None
+    if scores_given(B.shape[3]):
+        scores = chunk_scores(B, C, fused_block_m(dA_cumsum.shape[3], options), options.tf32)
     launch, outputs = fused_state_out_launch(x, dt, dA_cumsum, B, C, initial_states, D, z,
-                                             options)
+                                             options, scores)
     launch.run()
     return outputs

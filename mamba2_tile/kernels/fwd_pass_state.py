@@ -30,9 +30,10 @@ Options (:mod:`mamba2_tile.kernels.options`, all off by default): ``LATENCY`` hi
 
 import torch
 
-from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, next_power_of_2, placeholder,
-                                           with_hints)
-from mamba2_tile.kernels.options import KernelOptions
+from mamba2_tile.kernels.exp2 import LOG2E
+from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, expect_options, next_power_of_2,
+                                           placeholder, with_hints)
+from mamba2_tile.kernels.options import FwdPassStateOptions
 from mamba2_tile.tile import ct
 
 
@@ -80,10 +81,14 @@ def fwd_pass_state_tile(
 
         # Decay weights as a column, one per position of the chunk. Past seqlen dt = 0 (stage 1),
         # so padded positions get weight 0; dA_last is the cumsum at the chunk's last position.
-        dA = ct.reshape(ct.load(dA_cumsum, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)), (CHUNK_SIZE, 1))
+        # In log2 units: every exp is an exp2 (kernels/exp2.py).
+        dA = ct.reshape(ct.load(dA_cumsum, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)),
+                        (CHUNK_SIZE, 1)) * LOG2E
         dt_c = ct.reshape(ct.load(dt, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)), (CHUNK_SIZE, 1))
-        dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)), (1, 1))
-        weight = ct.exp(dA_last - dA) * dt_c
+        dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)),
+                             (1, 1)) * LOG2E
+        weight = ct.exp2(dA_last - dA, flush_to_zero=True) * dt_c
+        chunk_decay = ct.exp2(dA_last, flush_to_zero=True)
 
         x_c = ct.load(x, (b, c, h, p_tile), (1, CHUNK_SIZE, 1, BLOCK_P), padding_mode=zero,
                       latency=latency)
@@ -95,9 +100,9 @@ def fwd_pass_state_tile(
         # Rounded to the input dtype first (as mamba_ssm does), then to TF32 if asked.
         x_weighted = (x_c.astype(ct.float32) * weight).astype(x.dtype).astype(mma_dtype)
         if SWAP_OPERANDS:
-            state = ct.mma(ct.transpose(B_c), x_weighted, state * ct.exp(dA_last))
+            state = ct.mma(ct.transpose(B_c), x_weighted, state * chunk_decay)
         else:
-            state = ct.mma(ct.transpose(x_weighted), B_c, state * ct.exp(dA_last))
+            state = ct.mma(ct.transpose(x_weighted), B_c, state * chunk_decay)
 
     if SWAP_OPERANDS:
         state = ct.transpose(state)
@@ -135,15 +140,23 @@ def fwd_pass_state_switched_kernel(
                         LATENCY, SWAP_OPERANDS, STATES_TRANSPOSED, TF32)
 
 
-def fwd_pass_state_launch(x, B, dt, dA_cumsum, initial_states=None, options=KernelOptions(),
+def fwd_pass_state_tiles(headdim, dstate, options=FwdPassStateOptions()):
+    """``(block_p, block_n)``: the options' tiles, else 64 x 64, shrunk to the next power of two
+    of ``headdim`` / ``dstate`` when those are smaller."""
+    return (options.block_p or min(next_power_of_2(headdim), 64),
+            options.block_n or min(next_power_of_2(dstate), 64))
+
+
+def fwd_pass_state_launch(x, B, dt, dA_cumsum, initial_states=None, options=FwdPassStateOptions(),
                           transposed_layout=False, low_precision_states=False):
     """Allocate the outputs and plan the launch.
 
-    Returns ``(KernelLaunch, (chunk_states, final_states))``. Tiles default to 64 x 64, shrunk to
-    the next power of two of ``headdim`` / ``dstate`` when those are smaller. ``chunk_states`` is
+    Returns ``(KernelLaunch, (chunk_states, final_states))``; tiles from
+    :func:`fwd_pass_state_tiles`. ``chunk_states`` is
     ``(b, h, c, n, p)`` when ``transposed_layout``, and in the input dtype when
     ``low_precision_states``; ``final_states`` is always ``(b, h, p, n)`` float32.
     """
+    expect_options(options, FwdPassStateOptions)
     batch, _, nheads, headdim = x.shape
     dstate = B.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
@@ -152,8 +165,7 @@ def fwd_pass_state_launch(x, B, dt, dA_cumsum, initial_states=None, options=Kern
                                dtype=x.dtype if low_precision_states else torch.float32)
     final_states = torch.empty(batch, nheads, headdim, dstate, dtype=torch.float32,
                                device=x.device)
-    block_p = options.block_p or min(next_power_of_2(headdim), 64)
-    block_n = options.block_n or min(next_power_of_2(dstate), 64)
+    block_p, block_n = fwd_pass_state_tiles(headdim, dstate, options)
     grid = (batch * nheads, cdiv(headdim, block_p), cdiv(dstate, block_n))
     args = (
         x, B, dt, dA_cumsum,
@@ -171,7 +183,7 @@ def fwd_pass_state_launch(x, B, dt, dA_cumsum, initial_states=None, options=Kern
     return KernelLaunch(grid, kernel, args), (chunk_states, final_states)
 
 
-def fwd_pass_state(x, B, dt, dA_cumsum, initial_states=None, options=KernelOptions(),
+def fwd_pass_state(x, B, dt, dA_cumsum, initial_states=None, options=FwdPassStateOptions(),
                    transposed_layout=False, low_precision_states=False):
     """Run stage 2; returns ``(chunk_states, final_states)`` (see ``fwd_pass_state_launch``)."""
     launch, outputs = fwd_pass_state_launch(x, B, dt, dA_cumsum, initial_states, options,

@@ -3,13 +3,15 @@
 Each kernel file pairs a ``@ct.kernel`` with a ``*_launch`` function that validates nothing (the
 public API does that), allocates the outputs, picks the tile shapes and the grid, and returns a
 :class:`KernelLaunch` together with the outputs. Tests and the compiler check read
-``launch.grid``, ``launch.kernel`` and ``launch.args`` without running anything; ``launch.run()``
-sends it to :func:`mamba2_tile.dispatch.launch` (real cuTile for CUDA tensors, the CPU
-interpreter for CPU tensors).
+``launch.grid``, ``launch.kernel`` and ``launch.args`` (or ``launch.named_args()``) without
+running anything; ``launch.run()`` sends it to :func:`mamba2_tile.dispatch.launch` (real cuTile
+for CUDA tensors, the CPU interpreter for CPU tensors).
 """
 
 from dataclasses import dataclass
 from functools import lru_cache
+
+from mamba2_tile import dispatch
 
 
 @dataclass(frozen=True)
@@ -19,10 +21,17 @@ class KernelLaunch:
     args: tuple
 
     def run(self):
-        # Imported here so that building a launch (e.g. to compile it) never needs a device.
-        from mamba2_tile.dispatch import launch
+        dispatch.launch(self.grid, self.kernel, self.args)
 
-        launch(self.grid, self.kernel, self.args)
+    def named_args(self):
+        """``{parameter name: argument}``: what a test or a reader checks, by name."""
+        return dict(zip(dispatch.parameter_names(self.kernel), self.args))
+
+
+def expect_options(options, kind):
+    """Refuse another kernel's options: each kernel has its own type (kernels.options)."""
+    if type(options) is not kind:
+        raise TypeError(f"options must be a {kind.__name__}, got {type(options).__name__}")
 
 
 def next_power_of_2(n):
@@ -34,13 +43,21 @@ def cdiv(a, b):
     return -(-a // b)
 
 
+_placeholders = {}
+
+
 def placeholder(like):
     """A one-element tensor passed in the slot of an absent optional input.
 
     The kernel never reads it: the matching ``HAS_...`` constant removes the load at compile
     time (and the interpreter never reaches it), but every kernel parameter still needs an array.
+    One per device and dtype, made once: never read nor written, it can be shared by every launch,
+    which then allocates nothing for it.
     """
-    return like.new_zeros(1)
+    key = (like.device, like.dtype)
+    if key not in _placeholders:
+        _placeholders[key] = like.new_zeros(1)
+    return _placeholders[key]
 
 
 @lru_cache(maxsize=None)

@@ -4,8 +4,9 @@ Skipped unless torch sees a CUDA device and the real ``cuda.tile`` imports. The 
 ``tests/kernels`` (whose helpers ``ssd_cases`` / ``tolerances`` this file reuses), plus
 realistic Mamba-2 sizes that would be too slow on the interpreter. The comparison with
 ``mamba_ssm.ops.triton.ssd_combined.mamba_chunk_scan_combined`` is skipped when mamba_ssm is not
-installed. The API's cases run on both paths (the three kernels, and stage 1 + the fused
-stages 2-3), forced with ``ForwardOptions.fuse_state_passing``.
+installed. The API's cases run on every path (the three kernels; stage 1 + the fused stages
+2-3; the same cut into segments run in parallel), forced with ``ForwardOptions``; and the
+default rule's paths over dstate 16-256, every chunk size, batch 1 and 8.
 """
 
 import dataclasses
@@ -37,12 +38,19 @@ from mamba2_tile import dispatch, reference  # noqa: E402
 from mamba2_tile.api import forward_with_options, mamba_chunk_scan_combined  # noqa: E402
 from mamba2_tile.kernels import (DEFAULT_OPTIONS, chunk_cumsum, compute_out,  # noqa: E402
                                  fwd_pass_state)
+from mamba2_tile.kernels.fused_state_out import scores_given  # noqa: E402
+from mamba2_tile.kernels.plan import plan_for  # noqa: E402
+from mamba2_tile.torch_reference import mamba_chunk_scan_torch  # noqa: E402
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 CHUNK_SIZES = [64, 128, 256]
 
 
-PATHS = {"three_kernel": False, "fused": True}
+# The API's paths, forced: three kernels; the fused kernel, one block per head; the fused kernel
+# with the sequence cut into segments of two chunks (sequence parallel).
+PATHS = {"three_kernel": dict(fuse_state_passing=False),
+         "fused": dict(fuse_state_passing=True),
+         "sequence_parallel": dict(fuse_state_passing=True, segment_chunks=2)}
 
 
 def run_gpu(case, chunk_size, path=None):
@@ -52,7 +60,7 @@ def run_gpu(case, chunk_size, path=None):
         y, final_states = mamba_chunk_scan_combined(
             chunk_size=chunk_size, return_final_states=True, **t, **api_kwargs(case))
     else:
-        options = DEFAULT_OPTIONS.with_switches(fuse_state_passing=PATHS[path])
+        options = DEFAULT_OPTIONS.with_switches(**PATHS[path])
         y, final_states = forward_with_options(chunk_size=chunk_size, options=options,
                                                return_final_states=True, **t,
                                                **api_kwargs(case))
@@ -109,6 +117,31 @@ def test_chunk_sizes_agree(dtype):
 @pytest.mark.parametrize("path", PATHS)
 def test_edge_cases(name, case, dtype, path):
     check_gpu(dataclasses.replace(case, dtype=dtype, tensors={}), 128, path)
+
+
+# --- the default rule's paths over the state sizes and chunk sizes models use ----------------
+
+@pytest.mark.parametrize("batch", [1, 8])
+@pytest.mark.parametrize("chunk_size", CHUNK_SIZES)
+@pytest.mark.parametrize("dstate", [16, 64, 128, 256])
+def test_default_paths_every_dstate(dstate, chunk_size, batch):
+    # seqlen 1000: no multiple of any chunk size. 24 heads: batch 1 is too few blocks for the
+    # GPU (the sequence-parallel path), batch 8 fills it (one fused block per head); dstate 256
+    # reads C Bᵀ precomputed. Checked against the float64 chunked PyTorch reference.
+    case = Case(batch=batch, seqlen=1000, nheads=24, headdim=64, dstate=dstate,
+                dtype=torch.bfloat16, D="channel", z=True, initial_states=True, seed=dstate)
+    t = make_case(case, device="cuda")
+    assert (plan_for(t["x"], t["B"], chunk_size).segment_chunks is not None) == (batch == 1)
+    assert scores_given(dstate) == (dstate == 256)
+    y, final_states = run_gpu(case, chunk_size)
+    # The same (bf16-valued) inputs as float64, so that y comes back in float64 too.
+    ref_y, ref_final = mamba_chunk_scan_torch(
+        t["x"].double(), t["dt"], t["A"], t["B"].double(), t["C"].double(), chunk_size,
+        D=t["D"], z=t["z"].double(), initial_states=t["initial_states"],
+        return_final_states=True, compute_dtype=torch.float64)
+    tol = GPU_TOLERANCES[case.dtype]
+    assert_close(y, ref_y, tol, f"y (dstate {dstate}, chunk {chunk_size}, batch {batch})")
+    assert_close(final_states, ref_final, tol, f"final_states (dstate {dstate})")
 
 
 # --- each stage against its reference, at a realistic Mamba-2 size --------------------------

@@ -65,4 +65,6 @@ def test_launch_can_be_inspected_without_running():
     launch, (dA_cumsum, dt_out) = chunk_cumsum_launch(dt, torch.zeros(20), 128)
     assert launch.grid == (2, 3, 2)              # batch, chunks, blocks of 16 heads
     assert dA_cumsum.shape == dt_out.shape == (2, 20, 3, 128)
-    assert launch.args[0] is dt and launch.args[3] is dA_cumsum
+    args = launch.named_args()
+    assert args["dt"] is dt and args["dA_cumsum"] is dA_cumsum and args["dt_out"] is dt_out
+    assert args["CHUNK_SIZE"] == 128 and args["BLOCK_H"] == 16

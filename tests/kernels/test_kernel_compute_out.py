@@ -61,4 +61,6 @@ def test_launch_can_be_inspected_without_running():
     # (row blocks per chunk * headdim tiles, batch * chunks, heads); dstate padded to 32.
     assert launch.grid == (4 * 2, 4, 3)
     assert y.shape == x.shape and y.dtype == x.dtype
-    assert 32 in launch.args[9:]
+    args = launch.named_args()
+    assert args["y"] is y and args["chunk_states"] is chunk_states
+    assert (args["DSTATE"], args["BLOCK_M"], args["BLOCK_P"]) == (32, 64, 64)

@@ -1,16 +1,14 @@
 """Stages 2 and 3 fused (the state kept on chip), on the interpreter, against the float64
-recurrence; and the rule that decides when the public API takes this path."""
-
-import importlib
+recurrence. When the public API takes this path: tests/kernels/test_plan.py."""
 
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from mamba2_tile.api import forward_with_options, mamba_chunk_scan_combined
-from mamba2_tile.kernels import DEFAULT_OPTIONS, ForwardOptions, KernelOptions
-from mamba2_tile.kernels.fused_state_out import (MAX_STATE_ELEMENTS, REFERENCE_SM_COUNT,
-                                                 fused_block_p, fused_fills_gpu,
+from mamba2_tile.api import forward_with_options
+from mamba2_tile.kernels import DEFAULT_OPTIONS, ForwardOptions, FusedStateOutOptions
+from mamba2_tile.kernels.fused_state_out import (MAX_LARGE_STATE_ELEMENTS, MAX_STATE_ELEMENTS,
+                                                 fused_block_p,
                                                  fused_state_out_launch)
 from mamba2_tile.tolerances import TF32_TOLERANCE, TOLERANCES, assert_close
 from ssd_cases import DTYPES, Case, api_kwargs, expected_output, make_case, random_cases
@@ -93,11 +91,13 @@ def test_any_row_block_size_gives_the_same_output(block_m):
 
 
 def test_the_state_tile_fits_in_registers():
-    assert fused_block_p(64, 128) == 64 and fused_block_p(64, 256) == 32
+    assert fused_block_p(64, 128) == 64 and fused_block_p(64, 256) == 64
     assert fused_block_p(80, 64) == 64 and fused_block_p(6, 10) == 8
     assert fused_block_p(64, 128, block_p=16) == 16
-    for dstate in (16, 64, 128, 256, 512):
+    for dstate in (16, 64, 128):
         assert fused_block_p(64, dstate) * dstate <= MAX_STATE_ELEMENTS
+    for dstate in (256, 512):                  # C Bᵀ precomputed: one block an SM, a larger state
+        assert fused_block_p(64, dstate) * dstate <= MAX_LARGE_STATE_ELEMENTS
 
 
 def test_launch_can_be_inspected_without_running():
@@ -105,36 +105,17 @@ def test_launch_can_be_inspected_without_running():
     B = torch.zeros(2, 300, 1, 24, dtype=torch.bfloat16)
     dA_cumsum = torch.zeros(2, 3, 2, 256)
     launch, (y, final_states) = fused_state_out_launch(x, dA_cumsum, dA_cumsum, B, B,
-                                                       options=KernelOptions(latency=3))
-    assert launch.grid == (2 * 3, 2, 1)                 # (batch x heads, headdim tiles)
+                                                       options=FusedStateOutOptions(latency=3))
+    assert launch.grid == (2 * 3, 2, 1)     # (batch x heads, headdim tiles, one segment)
     assert y.shape == x.shape and y.dtype == x.dtype
     assert final_states.shape == (2, 3, 80, 24) and final_states.dtype == torch.float32
-    # CHUNK_SIZE, BLOCK_M, BLOCK_P, DSTATE ... LATENCY, TF32 close the argument list.
-    assert launch.args[10:14] == (256, 64, 64, 32) and launch.args[-2:] == (3, False)
-
-
-def test_the_api_fuses_when_there_are_blocks_for_every_sm():
-    small = torch.zeros(1, 10, 8, 64)
-    B = torch.zeros(1, 10, 1, 128)
-    assert not fused_fills_gpu(small, B)               # 8 blocks
-    big = torch.zeros(8, 10, 64, 64)
-    assert fused_fills_gpu(big, B)                     # 512 blocks
-    edge = torch.zeros(1, 10, REFERENCE_SM_COUNT, 64)
-    assert fused_fills_gpu(edge, B) and not fused_fills_gpu(edge[:, :, 1:], B)
-
-
-def test_the_default_options_choose_the_path_per_call(monkeypatch):
-    # The module (the package re-exports a function of the same name).
-    module = importlib.import_module("mamba2_tile.kernels.fused_state_out")
-    chosen = []
-    monkeypatch.setattr(module, "fused_fills_gpu", lambda x, B, options: chosen.append(x.shape) or
-                        True)
-    case = Case(seqlen=100, nheads=2, headdim=8, dstate=8, dtype=torch.bfloat16, seed=1)
-    t = make_case(case)
-    y = mamba_chunk_scan_combined(chunk_size=64, **t)
-    assert chosen == [t["x"].shape]
-    y_fused, _ = run(case, 64)
-    assert torch.equal(y, y_fused)
+    args = launch.named_args()
+    assert args["y"] is y and args["final_states"] is final_states
+    assert args["segment_blocks"] == 8      # the whole sequence: 2 chunks of 4 row blocks
+    assert {k: args[k] for k in ("CHUNK_SIZE", "BLOCK_M", "BLOCK_P", "DSTATE", "LATENCY",
+                                 "TF32", "HAS_INITIAL_STATES", "HAS_D", "HAS_Z")} == dict(
+        CHUNK_SIZE=256, BLOCK_M=64, BLOCK_P=64, DSTATE=32, LATENCY=3, TF32=False,
+        HAS_INITIAL_STATES=False, HAS_D=False, HAS_Z=False)
 
 
 def test_bad_path_option_is_refused():

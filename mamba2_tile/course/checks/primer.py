@@ -1,0 +1,117 @@
+"""Checks for notebook 04, the cuTile primer: a row sum, a chunked scan and a tiled matmul.
+
+Each check launches the learner's kernel on fresh, seeded inputs whose sizes are deliberately
+*not* multiples of the tile shape (so edge handling is tested too), on the GPU when there is one
+and on the CPU tile interpreter otherwise, then compares with NumPy and explains what is off.
+"""
+
+
+import numpy as np
+import torch
+
+from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare, launch_exercise
+from mamba2_tile.dispatch import default_device
+from mamba2_tile.kernels.launching import cdiv, next_power_of_2
+
+
+
+def _run(name, kernel, grid, args):
+    """Launch the learner's kernel; NOT_DONE (after a friendly line) if it is not written yet."""
+    return attempt(name, launch_exercise, grid, kernel, args)
+
+
+def _tensor(array):
+    return torch.as_tensor(array, device=default_device())
+
+
+_NAN_HINT = ("NaN usually means a load read past the edge of an array without a padding_mode "
+             "(the CPU interpreter fills those elements with NaN, a GPU with whatever is there); "
+             "pass padding_mode=ct.PaddingMode.ZERO.")
+
+
+def _same(got, candidate, atol):
+    return got.shape == candidate.shape and np.allclose(got, candidate, atol=atol)
+
+
+def check_row_sum(row_sum_kernel, rows=37, cols=50, tile_rows=8):
+    """Exercise 1: `row_sum_kernel(x, out, TILE_R, TILE_C)` writes out[r] = sum(x[r, :])."""
+    name = "row_sum_kernel"
+    x = np.random.default_rng(0).standard_normal((rows, cols)).astype(np.float32)
+    out = _tensor(np.zeros(rows, np.float32))
+    tile_cols = next_power_of_2(cols)
+    if _run(name, row_sum_kernel, (cdiv(rows, tile_rows),),
+            (_tensor(x), out, tile_rows, tile_cols)) is NOT_DONE:
+        return False
+
+    got = out.cpu().numpy()
+    expected = x.astype(np.float64).sum(axis=1)
+    last_block = slice((rows // tile_rows) * tile_rows, rows)
+    if np.isnan(got).any():
+        hint = _NAN_HINT
+    elif not got.any():
+        hint = "`out` is still all zeros: store the (TILE_R,) tile of sums with ct.store."
+    elif np.allclose(got[:last_block.start], expected[:last_block.start], atol=1e-4):
+        hint = ("only the last block is wrong; its tile hangs over the edge of `x`. Load with "
+                "padding_mode=ct.PaddingMode.ZERO so the missing elements add nothing.")
+    else:
+        hint = ("block i owns rows i*TILE_R .. i*TILE_R+TILE_R-1: load tile (ct.bid(0), 0) of "
+                "shape (TILE_R, TILE_C), sum it along axis 1 and store it at index (ct.bid(0),).")
+    return compare(name, got, expected, atol=1e-4, rtol=1e-5, hint=hint)
+
+
+def check_chunk_cumsum(chunk_cumsum_kernel, length=100, chunk=32):
+    """Exercise 2: `chunk_cumsum_kernel(x, out, CHUNK)`: a running sum restarting every CHUNK."""
+    name = "chunk_cumsum_kernel"
+    x = np.random.default_rng(1).standard_normal(length).astype(np.float32)
+    out = _tensor(np.zeros(length, np.float32))
+    if _run(name, chunk_cumsum_kernel, (cdiv(length, chunk),),
+            (_tensor(x), out, chunk)) is NOT_DONE:
+        return False
+
+    got = out.cpu().numpy()
+    padded = np.zeros(cdiv(length, chunk) * chunk)
+    padded[:length] = x
+    expected = padded.reshape(-1, chunk).cumsum(axis=1).reshape(-1)[:length]
+    exclusive = expected - x
+    if np.isnan(got).any():
+        hint = _NAN_HINT
+    elif _same(got, np.cumsum(x.astype(np.float64)), 1e-4):
+        hint = "this is one running sum over the whole array: each block must start again from 0."
+    elif _same(got, exclusive, 1e-4):
+        hint = "off by one: out[t] should include x[t] itself (an inclusive scan, like ct.cumsum)."
+    elif _same(got, x, 1e-6):
+        hint = "the output is just x: apply ct.cumsum(tile, axis=0) before storing."
+    else:
+        hint = ("block c loads tile (ct.bid(0),) of shape (CHUNK,), zero-padded, and stores "
+                "ct.cumsum of it at the same index.")
+    return compare(name, got, expected, atol=1e-4, rtol=1e-5, hint=hint)
+
+
+def check_matmul(matmul_kernel, m=100, n=48, k=72, tile_m=32, tile_n=32, tile_k=16):
+    """Exercise 3: `matmul_kernel(a, b, c, TM, TN, TK)` computes c = a @ b in tiles with ct.mma."""
+    name = "matmul_kernel"
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    c = _tensor(np.zeros((m, n), np.float32))
+    grid = (cdiv(m, tile_m), cdiv(n, tile_n))
+    if _run(name, matmul_kernel, grid,
+            (_tensor(a), _tensor(b), c, tile_m, tile_n, tile_k)) is NOT_DONE:
+        return False
+
+    got = c.cpu().numpy()
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    expected = a64 @ b64
+    if np.isnan(got).any():
+        hint = _NAN_HINT
+    elif not got.any():
+        hint = ("`c` is still all zeros. ct.mma returns the new accumulator: write "
+                "`acc = ct.mma(a_tile, b_tile, acc)`, then store acc.")
+    elif _same(got, a64[:, :tile_k] @ b64[:tile_k], 1e-2):
+        hint = "only the first k tile was used: loop k over ct.num_tiles(a, axis=1, shape=(TM, TK))."
+    elif _same(got, a64[:, -(k % tile_k or tile_k):] @ b64[-(k % tile_k or tile_k):], 1e-2):
+        hint = "only the last k tile survived: accumulate into acc instead of overwriting it."
+    else:
+        hint = ("block (i, j) owns c tile (i, j); for each k it multiplies a tile (i, k) of shape "
+                "(TM, TK) by b tile (k, j) of shape (TK, TN). Zero-pad both loads.")
+    return compare(name, got, expected, atol=2e-3, rtol=2e-3, hint=hint)

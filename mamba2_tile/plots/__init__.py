@@ -1,1 +1,0 @@
-"""Pictures for the notebooks, one module per topic (masks, memory, tiles, timings...)."""

@@ -1,0 +1,96 @@
+"""The benchmark's command line: ``python -m mamba2_tile.tools.bench --help``."""
+
+import argparse
+import datetime
+import sys
+
+import torch
+from tqdm.auto import tqdm
+
+from mamba2_tile.tools import bench
+from mamba2_tile.tools.bench import measurement, reporting
+from mamba2_tile.tools.bench.presets import PRESETS, sweep
+from mamba2_tile.tools.results import DATA_DIR
+
+AXES = ("batch", "seqlen", "nheads", "headdim", "dstate", "ngroups", "chunk_size")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m mamba2_tile.tools.bench",
+                                     description=bench.__doc__.splitlines()[0])
+    parser.add_argument("--preset", choices=sorted(PRESETS),
+                        help="the shapes (default: 'ablation' with --ablation, else 'default')")
+    parser.add_argument("--ablation", action="store_true",
+                        help="time the optimizations one by one (see the module doc)")
+    for axis in AXES:
+        parser.add_argument(f"--{axis.replace('_', '-')}", type=int, nargs="+", dest=axis,
+                            help=f"override the preset's {axis} values")
+    parser.add_argument("--dtype", nargs="+", choices=["bfloat16", "float16", "float32"])
+    parser.add_argument("--reps", type=int, default=30, help="timed replays per measurement")
+    parser.add_argument("--name", help="output file stem under data/ (default: bench_<preset>)")
+    parser.add_argument("--no-save", action="store_true", help="print only, write no files")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the rows already in the output file; measure only the rest")
+    parser.add_argument("--totals-only", action="store_true",
+                        help="skip the per-kernel times and the PyTorch baseline (faster)")
+    args = parser.parse_args(argv)
+    args.preset = args.preset or ("ablation" if args.ablation else "default")
+    return args
+
+
+def main(argv=None, data_dir=DATA_DIR):
+    args = parse_args(argv)
+    if not torch.cuda.is_available():
+        print("No CUDA GPU found: this benchmark times GPU kernels and needs one. "
+              "Stored H200 results are in data/ (see notebooks 08 and 09).")
+        return 0
+    problems = list(sweep(args.preset, {k: getattr(args, k) for k in (*AXES, "dtype")}))
+    others, missing = measurement.load_implementations()
+    for name, why in missing.items():
+        print(f"{name} is not importable ({why}); its columns stay empty.")
+    flush_buffer = measurement.l2_flush_buffer()
+    copy_rates = measurement.copy_bandwidth(flush_buffer, args.reps)
+    copy_rate = measurement.copy_reference(copy_rates)
+    device = torch.cuda.get_device_name()
+    command = argv if argv is not None else sys.argv[1:]
+    meta = {"device": device, "date": datetime.date.today().isoformat(),
+            "versions": measurement.versions(), "copy_gbps": copy_rate / 1e9,
+            "copy_gbps_by_method": {k: v / 1e9 for k, v in copy_rates.items()}, "reps": args.reps,
+            "command": " ".join(["python -m mamba2_tile.tools.bench", *command])}
+    default_name = (f"bench_{args.preset}_ablation" if args.ablation and args.preset != "ablation"
+                    else f"bench_{args.preset}")
+    stem = data_dir / (args.name or default_name)
+    rows = reporting.previous_rows(stem) if args.resume else []
+    done = reporting.measured_problems(rows)
+    for problem in tqdm(problems, desc="bench"):
+        if problem in done:
+            continue
+        if args.ablation:
+            rows.extend(measurement.measure_ablation(problem, args.reps, flush_buffer, others))
+        elif args.preset == "models":
+            rows.extend(measurement.measure_models(problem, args.reps, flush_buffer, copy_rate,
+                                                   others, missing))
+        else:
+            rows.append(measurement.measure(problem, args.reps, flush_buffer, copy_rate, others,
+                                            stages=not args.totals_only))
+        if not args.no_save:          # after every row, so an interrupted sweep keeps its rows
+            reporting.save(stem, meta, rows)
+
+    print(f"\n{device}; device-to-device copy {copy_rate / 1e9:.0f} GB/s; times in ms "
+          f"(median of {args.reps} CUDA-graph replays, L2 flushed)")
+    if args.ablation:
+        print(reporting.format_ablation(rows))
+        print(reporting.summary(rows))
+    elif args.preset == "models":
+        print(reporting.format_models(rows))
+        print(reporting.models_summary(rows))
+    else:
+        print(reporting.format_table(rows))
+        print(reporting.summary(rows))
+    if not args.no_save:
+        print(f"wrote {stem.with_suffix('.json')} and .csv")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+"""The benchmark: its presets, its rows and tables, and a clean exit where there is no GPU."""
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from mamba2_tile import autotune
+from mamba2_tile.problem import Problem
+from mamba2_tile.tools.bench import __main__ as cli
+from mamba2_tile.tools.bench import measurement, presets, reporting
+
+
+def test_without_a_gpu_it_says_so_and_exits_cleanly(capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert cli.main(["--preset", "quick"]) == 0
+    assert "No CUDA GPU found" in capsys.readouterr().out
+
+
+def test_default_sweep_covers_the_targets_shapes():
+    problems = list(presets.sweep("default", {}))
+    assert len(problems) == 24
+    assert {p.chunk_size for p in problems} == {64, 128} and {p.ngroups for p in problems} == {1, 8}
+    assert all(p.batch == 8 and p.nheads == 64 and p.headdim == 64 for p in problems)
+
+
+def test_accuracy_preset_spans_the_issue_ranges():
+    problems = list(presets.sweep("accuracy", {}))
+    assert {p.dtype for p in problems} == {"bfloat16", "float32"}
+    assert min(p.seqlen for p in problems) == 256 and max(p.seqlen for p in problems) == 16384
+    assert {p.ngroups for p in problems} == {1, 8} and {p.dstate for p in problems} == {64, 128}
+    assert any(p.seqlen % p.chunk_size for p in problems), "an odd seqlen"
+
+
+def test_overrides_and_invalid_group_counts():
+    problems = list(presets.sweep("quick", {"nheads": [6], "ngroups": [1, 4], "seqlen": None}))
+    assert [p.ngroups for p in problems] == [1], "ngroups must divide nheads"
+
+
+def test_a_preset_is_data(monkeypatch):
+    monkeypatch.setitem(presets.PRESETS, "tiny", [Problem(1, 64, 2, 16, 8, 1, 64, "float32")])
+    assert list(presets.sweep("tiny", {})) == [Problem(1, 64, 2, 16, 8, 1, 64, "float32")]
+    assert "tiny" in cli.parse_args(["--preset", "tiny"]).preset
+
+
+ROW = dict(batch=8, seqlen=4096, nheads=64, headdim=64, dstate=128, ngroups=1, chunk_size=64,
+           dtype="bfloat16", chunk_cumsum_ms=0.01, fwd_pass_state_ms=0.2, compute_out_ms=0.5,
+           mamba2_tile_ms=0.7, mamba_ssm_ms=1.4, speedup=2.0, torch_ms=7.0, torch_speedup=10.0,
+           gbps=1500.0, copy_fraction=0.35, rel_err=2e-3, mamba_ssm_rel_err=2e-3)
+
+
+def test_table_and_summary():
+    header, _, mine, theirs_missing = reporting.format_table(
+        [ROW, {**ROW, "mamba_ssm_ms": None, "speedup": None}]).splitlines()
+    assert mine.split()[0:8] == Problem.from_row(ROW).label().split()
+    assert {"2.00", "35%", "10.0"} <= set(mine.split())
+    assert theirs_missing.split().count("-") == 3   # fused, triton, xTriton
+    assert reporting.summary([ROW, {**ROW, "speedup": 8.0}]).startswith(
+        "chunk 64: speed-up over mamba_ssm Triton geomean 4.00x, min 2.00x")
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_inputs_are_in_range(dtype):
+    inputs = measurement.make_inputs(Problem(1, 10, 4, 8, 16, 2, 64, dtype), device="cpu")
+    assert inputs["x"].dtype == getattr(torch, dtype) and inputs["B"].shape == (1, 10, 2, 16)
+    assert (inputs["dt"] > 0).all() and (inputs["dt"] < 0.1).all() and (inputs["A"] < 0).all()
+
+
+def test_ablation_ladders():
+    def steps(dtype):
+        return [name for name, _ in presets.ladder(dtype)]
+    assert steps("bfloat16") == ["baseline", "+latency", "+swap", "+transposed", "+autotune",
+                                 "+bf16_states", "+fused", "+fused_autotune"]
+    assert steps("float32") == ["baseline", "+latency", "+swap", "+transposed", "+tf32",
+                                "+autotune", "+fused", "+fused_autotune"]
+    problems = list(presets.sweep("ablation", {}))
+    assert {p.dtype for p in problems} == {"bfloat16", "float32"}
+    assert {p.chunk_size for p in problems} == {64, 128} and {p.ngroups for p in problems} == {1, 8}
+
+
+def fake_implementation(name, ms, speedup_key):
+    """An implementation that returns zeros and is "timed" at ``ms``."""
+    def load():
+        return (lambda inputs, problem: lambda: torch.zeros_like(inputs["x"]).add_(ms)), None
+    return measurement.Implementation(name, load, speedup_key=speedup_key)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_ablation_rows_on_the_interpreter(monkeypatch, dtype):
+    # The measuring machinery needs a GPU; the ladder, options and errors do not.
+    make_inputs = measurement.make_inputs
+    monkeypatch.setattr(measurement, "make_inputs",
+                        lambda problem: make_inputs(problem, device="cpu"))
+
+    def fake_median_ms(fn, reps, flush):
+        # The other implementation "takes" 4 ms; a step whose stage 2 swaps operands 2 ms.
+        if fn.__defaults__ is None:
+            return float(fn()[0, 0, 0, 0])
+        return 1.0 + fn.__defaults__[0].fwd_pass_state.swap_operands
+    monkeypatch.setattr(measurement, "median_ms", fake_median_ms)
+    tuned = []
+    monkeypatch.setattr(autotune, "tuned_options", lambda *args, base: tuned.append(base) or
+                        base.with_switches(block_p=8, swap_operands=False))
+    others, _ = measurement.load_implementations([fake_implementation("other", 4.0, "x_other")])
+    problem = Problem(1, 70, 2, 16, 8, 1, 64, dtype)
+    rows = measurement.measure_ablation(problem, 3, None, others)
+    assert [r["variant"] for r in rows] == [name for name, _ in presets.ladder(dtype)]
+    by_name = {r["variant"]: r for r in rows}
+    assert by_name["+swap"]["vs_baseline"] == 0.5 and by_name["+autotune"]["vs_baseline"] == 1.0
+    assert by_name["+swap"]["other_ms"] == 4.0 and by_name["+swap"]["x_other"] == 2.0
+    assert "autotune_s" in by_name["+autotune"] and tuned[0].fwd_pass_state.tf32 == (
+        dtype == "float32")
+    assert "autotune_cached_s" in by_name["+fused_autotune"]
+    assert '"transposed_layout": true' in by_name["+autotune"]["options"]
+    # The baseline is the three kernels with every switch off; "+fused" changes the path.
+    assert by_name["baseline"]["path"] == "three_kernel" and by_name["+fused"]["path"] == "fused"
+    assert by_name["+fused"]["vs_baseline"] == 1.0
+    limit = 1e-2 if dtype == "float32" else 6e-2
+    assert all(r["rel_err"] < limit for r in rows)
+    table = reporting.format_ablation(rows)
+    assert problem.label() in table and "+transposed" in table.split()
+
+
+def test_an_implementation_that_cannot_load_is_reported_missing():
+    broken = measurement.Implementation("broken", lambda: (None, "ImportError: nope"), "x")
+    found, missing = measurement.load_implementations([broken, fake_implementation("ok", 1, "y")])
+    assert list(found) == ["ok"] and missing == {"broken": "ImportError: nope"}
+
+
+def test_ablation_summary_is_per_step():
+    rows = [dict(chunk_size=64, variant="baseline", speedup=1.0),
+            dict(chunk_size=64, variant="+swap", speedup=4.0)]
+    lines = reporting.summary(rows).splitlines()
+    assert lines[0].startswith("baseline: chunk 64: speed-up over mamba_ssm Triton geomean 1.00x")
+    assert lines[1].startswith("+swap: chunk 64")
+
+
+def test_ablation_without_a_gpu_exits_cleanly(capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert cli.main(["--ablation"]) == 0
+    assert "No CUDA GPU found" in capsys.readouterr().out
+
+
+def test_resume_measures_only_the_missing_shapes(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Fake GPU")
+    monkeypatch.setattr(measurement, "l2_flush_buffer", lambda: None)
+    monkeypatch.setattr(measurement, "copy_bandwidth", lambda *a: {"memcpy": 1e12, "kernel": 2e12})
+    monkeypatch.setattr(measurement, "load_implementations", lambda: ({}, {"mamba_ssm": "absent"}))
+    monkeypatch.setattr(measurement, "versions", lambda: {})
+    measured = []
+
+    def fake_measure(problem, *args, **kwargs):
+        measured.append(problem)
+        return {**dataclasses.asdict(problem), "mamba2_tile_ms": 1.0}
+    monkeypatch.setattr(measurement, "measure", fake_measure)
+    argv = ["--preset", "quick", "--seqlen", "1024", "2048", "--name", "sweep"]
+    cli.main(argv, data_dir=tmp_path)
+    assert len(measured) == 2
+    stored = json.loads((tmp_path / "sweep.json").read_text())
+    assert stored["copy_gbps"] == 2000.0 and stored["command"].endswith(" ".join(argv))
+    (tmp_path / "sweep.json").write_text(json.dumps({"device": "Fake GPU",
+                                                     "rows": stored["rows"][:1]}))
+    measured.clear()
+    cli.main([*argv, "--resume"], data_dir=tmp_path)
+    assert [p.seqlen for p in measured] == [2048]
+    assert len(json.loads((tmp_path / "sweep.json").read_text())["rows"]) == 2
+
+
+def test_bandwidth_is_stated_against_the_faster_copy():
+    assert measurement.copy_reference({"memcpy": 2.8e12, "kernel": 4.2e12}) == 4.2e12
+
+
+def test_models_preset_holds_the_issue_rows():
+    problems = list(presets.sweep("models", {}))
+    labels = {p.label() for p in problems}
+    assert len(problems) == len(labels) == 28          # 29 rows: float32 is measured twice
+    b8 = {(p.seqlen, p.chunk_size) for p in problems
+          if (p.batch, p.nheads, p.dstate, p.ngroups, p.dtype) == (8, 64, 128, 1, "bfloat16")}
+    assert {(l, c) for l in (2048, 8192, 16384) for c in (64, 128, 256)} <= b8
+    assert {(p.seqlen, p.chunk_size) for p in problems if p.dstate == 256} == {
+        (2048, 64), (2048, 256), (8192, 64), (8192, 256)}
+    assert {p.chunk_size for p in problems if p.dstate == 64} == {64, 256}
+    assert Problem(8, 8192, 64, 64, 128, 8, 256, "bfloat16") in problems
+    assert Problem(8, 8192, 64, 64, 128, 8, 256, "float16") in problems
+    assert Problem(4, 8192, 32, 128, 128, 1, 256, "bfloat16") in problems
+    assert Problem(8, 8192, 64, 64, 128, 1, 256, "float32") in problems
+    prefill = {(p.nheads, p.seqlen) for p in problems if p.batch == 1}
+    assert prefill == {(h, l) for h in (24, 48, 80) for l in (8192, 32768, 131072)}
+    assert all(p.chunk_size == 256 and p.dstate == 128 for p in problems if p.batch == 1)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_models_rows_on_the_interpreter(monkeypatch, dtype):
+    make_inputs = measurement.make_inputs
+    monkeypatch.setattr(measurement, "make_inputs",
+                        lambda problem: make_inputs(problem, device="cpu"))
+    # Ours "takes" 1 ms (2 ms eagerly), the other implementations what their output says.
+    monkeypatch.setattr(measurement, "median_ms", lambda fn, reps, flush, graph=True: (
+        float(fn()[0, 0, 0, 0]) if getattr(fn, "fake", False) else (1.0 if graph else 2.0)))
+
+    def fake(name, ms):
+        def load():
+            def call(inputs, problem):
+                run = lambda: torch.zeros_like(inputs["x"]).add_(ms)
+                run.fake = True
+                return run
+            return call, None
+        return measurement.Implementation(name, load, speedup_key=f"x_{name}")
+    others, missing = measurement.load_implementations(
+        [fake("mamba_ssm", 4.0), fake("fla", 3.0),
+         measurement.Implementation("absent", lambda: (None, "ImportError: nope"), "x")])
+    problem = Problem(1, 300, 2, 16, 8, 1, 64, dtype)
+    rows = measurement.measure_models(problem, 3, None, 4e12, others, missing)
+    assert [r["tf32"] for r in rows] == ([False, True] if dtype == "float32" else [False])
+    for row in rows:
+        assert row["ms"] == {"mamba2_tile": 1.0, "mamba_ssm": 4.0, "fla": 3.0, "absent": None}
+        assert row["missing"] == {"absent": "ImportError: nope"}
+        assert row["vs_best_peer"] == 3.0 and row["eager_ms"] == 2.0
+        assert row["error"]["mamba2_tile"] < (1e-2 if dtype == "float32" else 6e-2)
+        assert row["error"]["fla"] > 0.5                  # a constant is far off
+        assert row["path"].startswith("sequence_parallel")   # 2 heads: segments
+        assert row["copy_fraction"] == pytest.approx(row["minimal_bytes"] / 1e-3 / 4e12)
+    table = reporting.format_models(rows)
+    assert problem.label() in table and "3.00" in table
+    assert reporting.models_summary(rows).startswith(
+        "speed-up over the faster of the others: geomean 3.00x")
+
+
+def test_nested_fields_become_flat_csv_columns(tmp_path):
+    row = {**dataclasses.asdict(Problem(1, 10, 2, 8, 8)), "ms": {"mamba2_tile": 1.0, "fla": None},
+           "missing": {"fla": "gone"}}
+    reporting.save(tmp_path / "m", {"device": "x"}, [row])
+    header = (tmp_path / "m.csv").read_text().splitlines()[0].split(",")
+    assert {"ms_mamba2_tile", "ms_fla", "missing_fla", "batch"} <= set(header)
+    assert json.loads((tmp_path / "m.json").read_text())["rows"][0]["ms"]["fla"] is None
