@@ -33,6 +33,7 @@ tuned (the benchmark's ablation).
 """
 
 import math
+import numbers
 from functools import lru_cache
 
 import torch
@@ -113,17 +114,32 @@ def _check_arguments(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, 
         if value is not None and value.dtype != x.dtype:
             raise TypeError(f"{name} must have the dtype of x ({x.dtype}), got {value.dtype}")
     dims = _checked_dims(tuple(None if value is None else value.shape for _, value in tensors))
-    if chunk_size not in CHUNK_SIZES or type(chunk_size) is not int:
-        check_chunk_size(chunk_size)
+    # Reading A back is cheap for a CPU tensor; for a CUDA one it would stall the stream (a
+    # host sync) on every call, so there the docstring says what a positive A does instead.
+    if device.type == "cpu" and bool((A > 0).any()):
+        raise ValueError(f"A must be <= 0 (a decay rate: the state decays by exp(dt * A) per "
+                         f"token), got positive values at heads "
+                         f"{(A > 0).nonzero().flatten().tolist()}")
+    return dims
+
+
+def _check_scalars(chunk_size, dt_softplus, dt_limit, return_final_states):
+    """The non-tensor arguments; returns ``chunk_size`` and ``dt_limit`` as Python numbers (a
+    NumPy or torch scalar is accepted for them, a flag must be a bool)."""
+    chunk_size = check_chunk_size(chunk_size)
+    if chunk_size not in CHUNK_SIZES:
         raise ValueError(f"chunk_size must be one of {CHUNK_SIZES}, got {chunk_size}")
+    for name, flag in (("dt_softplus", dt_softplus), ("return_final_states", return_final_states)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be True or False, got {flag!r}")
     if not (isinstance(dt_limit, (tuple, list)) and len(dt_limit) == 2):
         raise TypeError(f"dt_limit must be a pair (min, max), got {dt_limit!r}")
-    low, high = dt_limit
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in dt_limit):
-        raise TypeError(f"dt_limit must hold two numbers, got {dt_limit!r}")
+    if not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in dt_limit):
+        raise TypeError(f"dt_limit must hold two real numbers, got {dt_limit!r}")
+    low, high = (float(v) for v in dt_limit)
     if math.isnan(low) or math.isnan(high) or low > high:
         raise ValueError(f"dt_limit must satisfy min <= max (no NaN), got {dt_limit!r}")
-    return dims
+    return chunk_size, (low, high)
 
 
 def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None,
@@ -135,21 +151,30 @@ def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bia
         x: (b, l, h, p), float32 / float16 / bfloat16.
         dt: (b, l, h), float; becomes ``clamp(softplus(dt + dt_bias), *dt_limit)`` (each step
             optional, softplus only where ``dt + dt_bias <= 20``, as in mamba_ssm).
-        A: (h,), float, negative.
+        A: (h,), float, at most 0 (the state decays by ``exp(dt * A)`` per token). A positive
+            value is refused for CPU tensors; for CUDA tensors it is not checked, as reading
+            ``A`` back would make every call wait for the GPU (a host sync). There the kernels,
+            which take every decay to be at most 1 (they clamp the in-chunk decay
+            ``exp(dA_cumsum[i] - dA_cumsum[j])`` to 1), return a ``y`` that is neither the
+            recurrence's nor an error, and that overflows to inf / NaN once ``dt * A`` sums
+            past about 88 in a sequence.
         B, C: (b, l, g, n), dtype of x; ``g`` divides ``h``.
-        chunk_size: 64, 128 or 256 (any seqlen: the last chunk may be partial).
+        chunk_size: 64, 128 or 256 (any seqlen: the last chunk may be partial); any integer
+            type (a NumPy integer too), never a bool or a float.
         D: optional (h,) or (h, p) skip connection.
         z: optional (b, l, h, p) gate, dtype of x: ``y * silu(z)``.
         dt_bias: optional (h,).
         initial_states: optional (b, h, p, n), the state before token 0.
-        dt_softplus: apply softplus to ``dt``.
-        dt_limit: ``(min, max)`` clamp applied to ``dt`` last.
-        return_final_states: also return the state after the last token.
+        dt_softplus: apply softplus to ``dt`` (a bool: ``"yes"`` or ``1`` is refused).
+        dt_limit: ``(min, max)`` clamp applied to ``dt`` last: two real numbers (NumPy
+            scalars too), ``min <= max``.
+        return_final_states: also return the state after the last token (a bool).
 
     Returns:
         ``y`` (b, l, h, p) in the dtype of x, or ``(y, final_states)`` with ``final_states``
         (b, h, p, n) float32 when ``return_final_states``.
     """
+    chunk_size, dt_limit = _check_scalars(chunk_size, dt_softplus, dt_limit, return_final_states)
     _check_arguments(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limit)
     options = forward_options(x, dt, A, B, C, chunk_size)
     return _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_softplus,
@@ -176,6 +201,9 @@ def forward_with_options(x, dt, A, B, C, chunk_size, options=DEFAULT_OPTIONS, **
     if unknown:
         raise TypeError(f"unexpected keyword arguments {sorted(unknown)}")
     arguments.update(kwargs)
+    chunk_size, arguments["dt_limit"] = _check_scalars(
+        chunk_size, arguments["dt_softplus"], arguments["dt_limit"],
+        arguments["return_final_states"])
     _check_arguments(x, dt, A, B, C, chunk_size, arguments["D"], arguments["z"],
                      arguments["dt_bias"], arguments["initial_states"], arguments["dt_limit"])
     return _forward(x, dt, A, B, C, chunk_size, *arguments.values(),

@@ -32,14 +32,20 @@ What is remembered. One JSON file, ``$MAMBA2_TILE_CACHE_DIR/autotune.json`` (def
 being (chunk_size, headdim, dstate, ngroups == 1, seqlen bucket, dtype), see
 :func:`shape_class` — holding the chosen kernel options, the layout and the time. A
 second run (or process) reads the file instead of tuning; delete the file to re-tune.
+Processes tuning at once each merge their entries into the file under a lock
+(:func:`save_cache`); a file that cannot be read, or cannot be written, costs a
+:class:`CacheWarning` and a tuning, never the forward call.
 """
 
 import json
 import os
+import tempfile
+import warnings
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
+from filelock import FileLock
 
 from mamba2_tile.kernels import (DEFAULT_OPTIONS, ChunkCumsumOptions, ComputeOutOptions,
                                  FusedStateOutOptions, FwdPassStateOptions, chunk_cumsum,
@@ -110,22 +116,105 @@ def cache_key(gpu, kernel, shape, base=DEFAULT_OPTIONS):
 
 # ------------------------------------------------------------------------------ the cache
 
-def load_cache(path=None):
-    path = path or cache_path()
+class CacheWarning(UserWarning):
+    """The autotune cache file could not be read or written; tuning goes on without it."""
+
+
+LOCK_TIMEOUT_S = 60.0
+"""How long a save waits for another process's save to finish before giving up (and warning)."""
+
+
+def _lock(path):
+    # The lock is a file of its own beside the cache: the cache file itself is replaced on every
+    # save, so a lock held on it would lock a file that is no longer there.
+    return FileLock(path.with_name(path.name + ".lock"), timeout=LOCK_TIMEOUT_S)
+
+
+def _read_object(path):
+    """The JSON object stored at ``path`` ({} when there is no file); ``ValueError`` naming the
+    file, with why, when it cannot be read as one."""
     try:
-        return json.loads(Path(path).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
         return {}
+    except (OSError, UnicodeDecodeError) as error:       # a directory, no permission, binary
+        raise ValueError(f"cannot read {path}: {error}") from error
+    try:
+        stored = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not JSON ({error})") from error
+    if not isinstance(stored, dict):
+        raise ValueError(f"{path} holds a JSON {type(stored).__name__}, not an object of entries")
+    return stored
+
+
+def entry_problem(key, entry):
+    """Why ``entry`` stored under ``key`` cannot be used (a string), or ``None`` if it can."""
+    parts = key.split(" | ")
+    if len(parts) != 3 or parts[1] not in OPTION_TYPES:
+        return f"key {key!r} is not 'GPU | kernel | shape' with a kernel of {', '.join(KERNELS)}"
+    if not isinstance(entry, dict) or not isinstance(entry.get("options"), dict):
+        return f"entry {key!r} has no 'options' object"
+    if not isinstance(entry.get("transposed_layout"), bool):
+        return f"entry {key!r} has no true/false 'transposed_layout'"
+    try:
+        OPTION_TYPES[parts[1]].from_dict(entry["options"])
+    except (TypeError, ValueError) as error:
+        return f"entry {key!r}: {error}"
+    return None
+
+
+def load_cache(path=None):
+    """The usable entries of the cache file, ``{key: entry}``.
+
+    Never raises on a bad file: a missing file is an empty cache, and a file that cannot be read
+    (a directory, binary data, JSON that is not an object) is treated as empty, and entries that
+    do not describe options of this version (an unknown option, a malformed entry) are left out,
+    each with one :class:`CacheWarning` naming the file: the cost is tuning again, not a crash.
+    """
+    path = Path(path or cache_path())
+    try:
+        stored = _read_object(path)
+    except ValueError as error:
+        warnings.warn(f"ignoring the autotune cache: {error}", CacheWarning, stacklevel=2)
+        return {}
+    problems = {key: entry_problem(key, entry) for key, entry in stored.items()}
+    bad = [problem for problem in problems.values() if problem is not None]
+    if bad:
+        warnings.warn(f"ignoring {len(bad)} of {len(stored)} entries of the autotune cache "
+                      f"{path}: {'; '.join(bad[:3])}{'; ...' if len(bad) > 3 else ''}",
+                      CacheWarning, stacklevel=2)
+    return {key: entry for key, entry in stored.items() if problems[key] is None}
 
 
 def save_cache(entries, path=None):
-    """Merge ``entries`` into the file (another process may have added shapes meanwhile)."""
+    """Merge ``entries`` into the cache file, safely against other processes saving at once.
+
+    Under a lock file (``autotune.json.lock``), the file is read again and ``entries`` added to
+    what it holds (another process may have added shapes meanwhile; entries this version cannot
+    use are kept for the version that wrote them), written to a temporary file of a unique name
+    in the same directory, then moved over the old one: a reader never sees half a file. A file
+    that is not a JSON object is replaced. Raises ``OSError`` when the directory cannot be
+    written (:func:`tuned_options` turns that into a :class:`CacheWarning`).
+    """
     path = Path(path or cache_path())
     path.parent.mkdir(parents=True, exist_ok=True)
-    merged = {**load_cache(path), **entries}
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
-    temporary.replace(path)          # atomic: a reader never sees half a file
+    with _lock(path):
+        try:
+            merged = {**_read_object(path), **entries}
+        except ValueError:
+            merged = dict(entries)
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
+                                             dir=path.parent)
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as file:
+                file.write(json.dumps(merged, indent=1, sort_keys=True) + "\n")
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
 
 
 def options_from_entries(entries, base=DEFAULT_OPTIONS):
@@ -285,8 +374,13 @@ def tuned_options(x, dt, A, B, C, chunk_size, base=DEFAULT_OPTIONS, search=None)
     if not all(key in _memory for key in keys.values()):
         entries = tune(x, dt, A, B, C, chunk_size, base, search or _exhaustive_search)
         tuned = {keys[kernel]: entry for kernel, entry in entries.items()}
-        save_cache(tuned)
         _memory.update(tuned)
+        try:
+            save_cache(tuned)
+        except OSError as error:      # a read-only home, a full disk: keep going, untuned later
+            warnings.warn(f"could not save the autotune cache {cache_path()} ({error}); the "
+                          "tuned options are kept for this process only", CacheWarning,
+                          stacklevel=2)
     return options_from_entries({kernel: _memory[key] for kernel, key in keys.items()}, base)
 
 
@@ -296,6 +390,6 @@ def clear_memory():
 
 
 __all__ = ["enabled", "cache_path", "ShapeClass", "shape_class", "cache_key",
-           "load_cache",
+           "CacheWarning", "entry_problem", "load_cache",
            "save_cache", "options_from_entries", "tile_space", "switch_space", "tune",
            "tuned_options", "clear_memory"]

@@ -13,6 +13,7 @@ each caller only adds its own dtype/device rules. Errors name the argument and s
 expected.
 """
 
+import numbers
 from dataclasses import dataclass, fields
 
 DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
@@ -149,8 +150,10 @@ def ssd_dims(x, dt, A, B, C, D=None, initial_states=None, z=None, dt_bias=None):
 
 
 def check_chunk_size(chunk_size):
-    """chunk_size is a positive int; the kernels further restrict it to 64, 128 or 256."""
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
+    """chunk_size is a positive integer (a NumPy integer too, never a bool); returns it as an
+    ``int``. The kernels further restrict it to 64, 128 or 256."""
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, numbers.Integral):
         raise TypeError(f"chunk_size must be an int, got {type(chunk_size).__name__}")
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    return int(chunk_size)

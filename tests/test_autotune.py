@@ -2,6 +2,8 @@
 the search function injected (cuTile's exhaustive_search needs a GPU)."""
 
 import json
+import multiprocessing
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -169,14 +171,116 @@ def test_tune_prefers_the_faster_layout():
     assert autotune.options_from_entries(entries, three).transposed_layout is True
 
 
+def entry(block_p=32, layout=True, mean_us=3.0):
+    return {"options": {"block_p": block_p}, "transposed_layout": layout, "mean_us": mean_us}
+
+
+def key(n, kernel="fwd_pass_state"):
+    return f"GPU | {kernel} | shape{n}"
+
+
 def test_cache_roundtrip(isolated_cache):
-    entries = {"k1": {"options": {"block_p": 32}, "transposed_layout": True, "mean_us": 3.0}}
+    entries = {key(1): entry()}
     autotune.save_cache(entries)
-    autotune.save_cache({"k2": {"options": {}, "transposed_layout": False, "mean_us": 1.0}})
-    assert autotune.load_cache() == {**entries, "k2": {"options": {}, "transposed_layout": False,
-                                                       "mean_us": 1.0}}
-    (isolated_cache / "autotune.json").write_text("{not json")
-    assert autotune.load_cache() == {}
+    autotune.save_cache({key(2, "chunk_cumsum"): {"options": {}, "transposed_layout": False,
+                                                   "mean_us": 1.0}})
+    assert autotune.load_cache() == {**entries, key(2, "chunk_cumsum"): {
+        "options": {}, "transposed_layout": False, "mean_us": 1.0}}
+    # Nothing left beside the file but the lock.
+    assert sorted(p.name for p in isolated_cache.iterdir()) == ["autotune.json",
+                                                                  "autotune.json.lock"]
+
+
+def write_binary(path):
+    path.write_bytes(bytes(range(256)) * 4)
+
+
+CORRUPT = {
+    "binary": write_binary,
+    "not json": lambda path: path.write_text("{not json"),
+    "a list": lambda path: path.write_text("[1, 2, 3]"),
+    "a number": lambda path: path.write_text("42"),
+    "a directory": lambda path: path.mkdir(),
+}
+
+
+def one_cache_warning(record, path):
+    warned = [w for w in record if issubclass(w.category, autotune.CacheWarning)]
+    assert len(warned) == 1, [str(w.message) for w in warned]
+    assert str(path) in str(warned[0].message)
+    return str(warned[0].message)
+
+
+@pytest.mark.parametrize("corrupt", list(CORRUPT))
+def test_an_unreadable_cache_is_empty_with_one_warning(isolated_cache, corrupt):
+    path = isolated_cache / "autotune.json"
+    CORRUPT[corrupt](path)
+    with pytest.warns(autotune.CacheWarning) as record:
+        assert autotune.load_cache() == {}
+    one_cache_warning(record, path)
+
+
+@pytest.mark.parametrize("bad, why", [
+    ({"options": {"no_such_option": 3}, "transposed_layout": False}, "no_such_option"),
+    ({"options": {"block_p": 32}}, "transposed_layout"),
+    ({"transposed_layout": False}, "options"),
+    ("not an entry", "options"),
+])
+def test_entries_this_version_cannot_use_are_left_out_with_one_warning(isolated_cache, bad, why):
+    path = isolated_cache / "autotune.json"
+    path.write_text(json.dumps({key(1): entry(), key(2): bad, key(3): bad}))
+    with pytest.warns(autotune.CacheWarning) as record:
+        assert autotune.load_cache() == {key(1): entry()}
+    message = one_cache_warning(record, path)
+    assert "2 of 3" in message and why in message
+
+
+def test_an_unknown_kernel_in_a_key_is_left_out(isolated_cache):
+    path = isolated_cache / "autotune.json"
+    path.write_text(json.dumps({key(1, "no_such_kernel"): entry(), "no bars": entry()}))
+    with pytest.warns(autotune.CacheWarning) as record:
+        assert autotune.load_cache() == {}
+    assert "no_such_kernel" in one_cache_warning(record, path)
+
+
+def test_saving_merges_and_keeps_what_it_cannot_use(isolated_cache):
+    path = isolated_cache / "autotune.json"
+    newer = {"options": {"an_option_of_a_later_version": 1}, "transposed_layout": False}
+    path.write_text(json.dumps({key(1): entry(), key(9): newer}))
+    autotune.save_cache({key(2): entry(64, False)})
+    assert json.loads(path.read_text()) == {key(1): entry(), key(9): newer,
+                                            key(2): entry(64, False)}
+
+
+@pytest.mark.parametrize("corrupt", ["binary", "a list"])
+def test_saving_replaces_a_file_that_is_not_an_object(isolated_cache, corrupt):
+    path = isolated_cache / "autotune.json"
+    CORRUPT[corrupt](path)
+    autotune.save_cache({key(1): entry()})
+    assert autotune.load_cache() == {key(1): entry()}
+
+
+def _hammer(directory, worker, count):
+    for n in range(count):
+        autotune.save_cache({key(f"{worker}-{n}"): entry(mean_us=n)},
+                            path=Path(directory) / "autotune.json")
+
+
+def test_two_processes_saving_at_once_lose_nothing(isolated_cache):
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    count = 150
+    workers = [context.Process(target=_hammer, args=(str(isolated_cache), worker, count))
+               for worker in range(2)]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join(timeout=300)
+    assert [process.exitcode for process in workers] == [0, 0]
+    stored = autotune.load_cache()
+    assert len(stored) == 2 * count
+    assert stored == {key(f"{worker}-{n}"): entry(mean_us=n) for worker in range(2) for n in range(count)}
+    assert not list(isolated_cache.glob("*.tmp"))
 
 
 def test_the_stored_h200_cache_reads_back():
@@ -189,6 +293,10 @@ def test_the_stored_h200_cache_reads_back():
         gpu, kernel, shape = key.split(" | ")
         by_shape.setdefault((gpu, shape), {})[kernel] = entry
     assert len(by_shape) >= 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", autotune.CacheWarning)
+        assert autotune.load_cache(Path(__file__).parent.parent / "data" /
+                                   "h200_autotune_cache.json") == stored
     for entries in by_shape.values():
         chosen = autotune.options_from_entries(entries)
         for kernel, entry in entries.items():
@@ -246,3 +354,46 @@ def test_the_api_hands_the_planned_options_to_the_tuner_only_when_on(monkeypatch
     assert planned.fuse_state_passing is True
     assert handed == ([planned] if tuning else [])
     assert options == (tuned if tuning else planned)
+
+
+def tune_with(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Fake GPU")
+    x, dt, A, B, C = inputs()
+    three = DEFAULT_OPTIONS.with_switches(fuse_state_passing=False)
+    return lambda: autotune.tuned_options(x, dt, A, B, C, 64, base=three,
+                                          search=FakeSearch(prefer))
+
+
+@pytest.mark.parametrize("corrupt", ["binary", "a list"])
+def test_a_corrupt_cache_costs_a_tuning_and_one_warning(isolated_cache, monkeypatch, corrupt):
+    path = isolated_cache / "autotune.json"
+    CORRUPT[corrupt](path)
+    tuned = tune_with(monkeypatch)
+    with pytest.warns(autotune.CacheWarning) as record:
+        options = tuned()
+    one_cache_warning(record, path)
+    autotune.clear_memory()               # the next process reads the file the first wrote
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tuned() == options
+    assert len(json.loads(path.read_text())) == 3
+
+
+@pytest.mark.parametrize("where", ["under a file", "a directory at the path"])
+def test_an_unwritable_cache_warns_instead_of_failing_the_call(tmp_path, monkeypatch, where):
+    if where == "under a file":
+        (tmp_path / "file").write_text("")
+        directory = tmp_path / "file" / "cache"          # mkdir fails, even for root
+    else:
+        directory = tmp_path
+        (tmp_path / "autotune.json").mkdir()
+    monkeypatch.setenv(autotune.CACHE_DIR_ENV, str(directory))
+    tuned = tune_with(monkeypatch)
+    with pytest.warns(autotune.CacheWarning) as record:
+        options = tuned()
+    messages = [str(w.message) for w in record if issubclass(w.category, autotune.CacheWarning)]
+    assert any("could not save" in m and str(directory / "autotune.json") in m for m in messages)
+    # Tuned once: the process remembers the choice.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tuned() == options

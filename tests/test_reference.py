@@ -1,5 +1,7 @@
 """The three NumPy references compute one function: recurrence = quadratic = chunked."""
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -188,3 +190,113 @@ def test_bad_input_names_the_argument(fn, name, bad, error, message):
 def test_bad_chunk_size(chunk_size, error):
     with pytest.raises(error, match="chunk_size"):
         ssd_chunked(**good_inputs(), chunk_size=chunk_size)
+
+
+# --------------------------------------------------------------------------------------------
+# Packed sequences: seq_idx, cu_seqlens, varlen_states
+# --------------------------------------------------------------------------------------------
+
+def packing(lengths):
+    """``(seq_idx (1, l), cu_seqlens)`` of sequences of these lengths packed in one row."""
+    cu_seqlens = np.concatenate([[0], np.cumsum(lengths)])
+    seq_idx = np.repeat(np.arange(len(lengths)), lengths)[None]
+    return seq_idx.astype(np.int32), cu_seqlens.astype(np.int32)
+
+
+@st.composite
+def packed_problems(draw):
+    """One row of several sequences (lengths 1 up to a few chunks), shapes and a chunk size."""
+    chunk_size = draw(st.sampled_from([1, 3, 8, 16, 32, 64]))
+    lengths = draw(st.lists(st.integers(1, 3 * chunk_size + 2), min_size=1, max_size=5))
+    nheads = draw(st.sampled_from([1, 2, 4]))
+    shape = dict(batch=1, seqlen=sum(lengths), nheads=nheads, headdim=draw(st.integers(1, 4)),
+                 ngroups=draw(st.sampled_from([g for g in (1, 2) if nheads % g == 0])),
+                 dstate=draw(st.integers(1, 5)),
+                 d_shape=draw(st.sampled_from([None, "per_head", "per_channel"])),
+                 with_state=draw(st.booleans()))
+    return shape, lengths, chunk_size, draw(st.integers(0, 2**32 - 1))
+
+
+@settings(max_examples=60, deadline=None)
+@given(packed_problems())
+def test_packed_sequences_equal_separate_runs(problem):
+    """Each packed sequence gets what it gets alone: a fresh state (initial_states for the
+    first), its own y, and its last state in varlen_states; all three forms agree."""
+    shape, lengths, chunk_size, seed = problem
+    inputs = random_inputs(np.random.default_rng(seed), **shape)
+    seq_idx, cu_seqlens = packing(lengths)
+    packed = dict(seq_idx=seq_idx, cu_seqlens=cu_seqlens, return_final_states=True,
+                  return_varlen_states=True)
+    results = [ssd_recurrent(**inputs, **packed), ssd_quadratic(**inputs, **packed),
+               ssd_chunked(**inputs, chunk_size=chunk_size, **packed)]
+    for i, (start, stop) in enumerate(zip(cu_seqlens[:-1], cu_seqlens[1:])):
+        alone = {name: value[:, start:stop] if name in "x dt B C" else value
+                 for name, value in inputs.items() if name != "initial_states"}
+        if i == 0 and "initial_states" in inputs:
+            alone["initial_states"] = inputs["initial_states"]
+        y_alone, h_alone = ssd_recurrent(**alone, return_final_states=True)
+        for y, final_states, varlen in results:
+            np.testing.assert_allclose(y[:, start:stop], y_alone, rtol=1e-10, atol=1e-10)
+            np.testing.assert_allclose(varlen[i], h_alone[0], rtol=1e-10, atol=1e-10)
+            if i == len(lengths) - 1:
+                np.testing.assert_allclose(final_states, h_alone, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("first", [0, 3])
+def test_initial_states_belong_to_sequence_zero(first):
+    """As in mamba_ssm: a row whose seq_idx starts above 0 ignores initial_states."""
+    inputs = random_inputs(np.random.default_rng(1), 2, 12, 2, 3, 1, 4, with_state=True)
+    seq_idx = np.array([[first] * 5 + [first + 1] * 7, [first] * 12])
+    with_state = ssd_chunked(**inputs, chunk_size=4, seq_idx=seq_idx)
+    inputs.pop("initial_states")
+    without = ssd_chunked(**inputs, chunk_size=4, seq_idx=seq_idx)
+    assert np.allclose(with_state, without) == (first != 0)
+    assert np.allclose(with_state[:, 5:][0], without[:, 5:][0])     # the second sequence
+
+
+def test_return_order_follows_mamba_ssm():
+    inputs = random_inputs(np.random.default_rng(2), 1, 10, 2, 3, 1, 4)
+    seq_idx, cu_seqlens = packing([4, 6])
+    packed = dict(seq_idx=seq_idx, cu_seqlens=cu_seqlens)
+    for form in (ssd_recurrent, ssd_quadratic,
+                 lambda **k: ssd_chunked(**k, chunk_size=4)):
+        y, varlen = form(**inputs, **packed, return_varlen_states=True)
+        y2, final, varlen2 = form(**inputs, **packed, return_final_states=True,
+                                  return_varlen_states=True)
+        assert varlen.shape == (2, 2, 3, 4) and final.shape == (1, 2, 3, 4)
+        np.testing.assert_allclose(varlen2, varlen)
+        np.testing.assert_allclose(final[0], varlen[-1])
+        # Without return_varlen_states, cu_seqlens is not used (as in mamba_ssm).
+        assert isinstance(form(**inputs, seq_idx=seq_idx, cu_seqlens=[5]), np.ndarray)
+
+
+BAD_PACKING = [
+    (dict(seq_idx=np.array([[0, 0, 1, 0, 1, 1]])), ValueError, "nondecreasing"),
+    (dict(seq_idx=np.array([[0, 0, 1]])), ValueError, "(batch, seqlen) = (1, 6)"),
+    (dict(seq_idx=np.zeros((1, 6)) + 0.5), TypeError, "integers"),
+    (dict(seq_idx=np.array([[-1, 0, 0, 1, 1, 1]])), ValueError, "non-negative"),
+    (dict(return_varlen_states=True), ValueError, "needs cu_seqlens"),
+    (dict(cu_seqlens=[0, 2, 6], return_varlen_states=True), ValueError, "needs seq_idx"),
+    (dict(cu_seqlens=[0, 3, 7], seq_idx=np.array([[0, 0, 0, 1, 1, 1]]),
+          return_varlen_states=True), ValueError, "from 0 to seqlen (6)"),
+    (dict(cu_seqlens=[0, 3, 3, 6], seq_idx=np.array([[0, 0, 0, 1, 1, 1]]),
+          return_varlen_states=True), ValueError, "rise strictly"),
+    (dict(cu_seqlens=[0, 2, 6], seq_idx=np.array([[0, 0, 0, 1, 1, 1]]),
+          return_varlen_states=True), ValueError, "does not match where seq_idx changes"),
+    (dict(cu_seqlens=np.array([0.0, 6.0]), return_varlen_states=True), TypeError, "integers"),
+]
+
+
+@pytest.mark.parametrize("changes, error, words", BAD_PACKING)
+def test_bad_packing_is_refused(changes, error, words):
+    inputs = random_inputs(np.random.default_rng(3), 1, 6, 2, 3, 1, 4)
+    for form in (ssd_recurrent, ssd_quadratic, lambda **k: ssd_chunked(**k, chunk_size=4)):
+        with pytest.raises(error, match=re.escape(words)):
+            form(**inputs, **changes)
+
+
+def test_cu_seqlens_needs_batch_one():
+    inputs = random_inputs(np.random.default_rng(4), 2, 6, 2, 3, 1, 4)
+    with pytest.raises(ValueError, match="batch 1"):
+        ssd_recurrent(**inputs, seq_idx=np.zeros((2, 6), dtype=int), cu_seqlens=[0, 6],
+                      return_varlen_states=True)

@@ -6,7 +6,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from mamba2_tile import reference
-from mamba2_tile.api import mamba_chunk_scan_combined
+from mamba2_tile.api import forward_with_options, mamba_chunk_scan_combined
 from ssd_cases import DTYPES, Case, api_kwargs, expected_output, make_case, random_cases
 from mamba2_tile.tolerances import CHUNK_AGREEMENT, TOLERANCES, assert_close, to_numpy
 
@@ -145,6 +145,15 @@ BAD_INPUTS = [
     (dict(x=torch.zeros(1, 4, 20, 4).transpose(1, 2)), ValueError, ["x", "contiguous"]),
     (dict(B=torch.zeros(1, 20, 4, 2).transpose(2, 3)), ValueError, ["B", "contiguous"]),
     (dict(x=None), TypeError, ["x"]),
+    (dict(chunk_size=np.float64(64)), TypeError, ["chunk_size"]),
+    (dict(chunk_size=True), TypeError, ["chunk_size"]),
+    (dict(chunk_size=np.int64(100)), ValueError, ["chunk_size", "64, 128, 256"]),
+    (dict(dt_softplus="yes"), TypeError, ["dt_softplus", "True or False"]),
+    (dict(dt_softplus=1), TypeError, ["dt_softplus"]),
+    (dict(return_final_states="no"), TypeError, ["return_final_states"]),
+    (dict(dt_limit=(np.float32(0.5), np.float64(0.1))), ValueError, ["dt_limit"]),
+    (dict(dt_limit=(True, 1.0)), TypeError, ["dt_limit"]),
+    (dict(A=torch.tensor([-1.0, 0.5, -1.0, 2.0])), ValueError, ["A", "<= 0", "[1, 3]"]),
 ]
 
 
@@ -155,6 +164,23 @@ def test_bad_inputs_are_refused(changes, error, words):
         call(**changes)
     for word in words:
         assert word in str(info.value), f"{word!r} not in {str(info.value)!r}"
+
+
+def test_numpy_scalars_are_numbers():
+    # A chunk size or a dt_limit read from a NumPy array or config is as good as a Python one.
+    kwargs = dict(good_inputs(), dt_softplus=True)
+    expected = mamba_chunk_scan_combined(chunk_size=64, dt_limit=(0.01, 0.5), **kwargs)
+    for chunk_size, limit in ((np.int64(64), (np.float64(0.01), np.float32(0.5))),
+                              (np.int32(64), [0.01, np.float64(0.5)])):
+        got = mamba_chunk_scan_combined(chunk_size=chunk_size, dt_limit=limit, **kwargs)
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    assert torch.equal(forward_with_options(chunk_size=np.int64(64), dt_limit=(0.01, 0.5),
+                                            **kwargs), expected)
+
+
+def test_zero_A_is_no_decay():
+    # The edge of the allowed range: the state only accumulates.
+    check(Case(seqlen=70, nheads=2, A_range=(0.0, 0.0), seed=12), 64)
 
 
 def test_devices_must_match():
