@@ -46,6 +46,10 @@ SCALING_OPTIONAL_ROW_KEYS = ("note",)
 SCALING_METHODS = ("mamba2_tile", "naive_attention", "sdpa_attention")
 SCALING_STATUSES = ("ok", "oom", "skipped")
 
+# The model-shape preset's rows (bench --preset models): one time and one error per implementation.
+MODELS_ROW_KEYS = (*PROBLEM_KEYS, "ms", "error", "copy_fraction", "vs_best_peer")
+MODELS_OPTIONAL_ROW_KEYS = ("eager_ms", "tf32", "path")
+
 
 def results_path(name, data_dir=DATA_DIR):
     """``data/<name>.json`` (``name`` may carry the ``.json`` already)."""
@@ -162,3 +166,10 @@ def describe_results(results):
                          if value is not None)
     line = f"{results['device']}, measured {results['date']}"
     return f"{line} ({versions})" if versions else line
+
+
+def load_models_results(name="h200_models", data_dir=DATA_DIR):
+    """The model-shape preset's stored rows (``ms`` and ``error`` are dicts keyed by
+    implementation), or ``None`` if there is no such file."""
+    return load_results(name, data_dir, required_row_keys=MODELS_ROW_KEYS,
+                        optional_row_keys=MODELS_OPTIONAL_ROW_KEYS)
