@@ -50,7 +50,8 @@ class Problem:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.nheads % self.ngroups:
-            raise ValueError(f"ngroups ({self.ngroups}) must divide nheads ({self.nheads})")
+            raise ValueError(f"nheads must be a multiple of ngroups, got nheads {self.nheads} "
+                             f"and ngroups {self.ngroups}")
         if self.dtype not in KERNEL_DTYPES:
             raise ValueError(f"dtype must be {', '.join(KERNEL_DTYPES[:-1])} or "
                              f"{KERNEL_DTYPES[-1]}, got {self.dtype!r}")

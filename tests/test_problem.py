@@ -32,7 +32,7 @@ def test_a_row_round_trips_and_a_short_row_is_named():
 
 @pytest.mark.parametrize("change, message", [
     (dict(batch=0), "batch must be a positive integer"), (dict(seqlen=2.5), "seqlen"),
-    (dict(ngroups=3), "ngroups .3. must divide nheads"), (dict(dtype="float64"), "dtype"),
+    (dict(ngroups=3), "nheads must be a multiple of ngroups, got nheads 4 and ngroups 3"), (dict(dtype="float64"), "dtype"),
     (dict(chunk_size=True), "chunk_size"),
 ])
 def test_validate_names_the_bad_field(change, message):

@@ -8,6 +8,7 @@ The shapes are deliberately untidy: seqlen not a multiple of any chunk size, sev
     python -m mamba2_tile.tools.golden     # (re)write data/golden/
 """
 
+import argparse
 import sys
 
 import numpy as np
@@ -57,7 +58,12 @@ def load_case(name):
         return dict(stored)
 
 
-def main():
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m mamba2_tile.tools.golden", allow_abbrev=False,
+        description=f"(Re)write the golden vectors, one .npz per case in {GOLDEN_DIR}: "
+                    f"{', '.join(CASES)}. It takes no options.")
+    parser.parse_args(argv)           # --help, or a stray argument, exits before any writing
     GOLDEN_DIR.mkdir(parents=True, exist_ok=True)
     for name in CASES:
         path = GOLDEN_DIR / f"{name}.npz"

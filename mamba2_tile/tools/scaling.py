@@ -37,7 +37,8 @@ from tqdm.auto import tqdm
 
 from mamba2_tile.api import CHUNK_SIZES
 from mamba2_tile.cost import final_states_bytes, format_bytes
-from mamba2_tile.problem import Problem, seqlen_label
+from mamba2_tile.problem import KERNEL_DTYPES, Problem, seqlen_label
+from mamba2_tile.tools import arguments
 from mamba2_tile.tools.bench import measurement
 from mamba2_tile.tools.results import DATA_DIR, SCALING_METHODS, SCALING_STATUSES, results_path
 
@@ -281,33 +282,35 @@ def save(path, meta, rows):
     path.write_text(json.dumps({**meta, "rows": rows}, indent=1) + "\n", encoding="utf-8")
 
 
-def _positive(kind):
-    def parse(text):
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-        return value
-    return parse
-
-
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seqlen", type=_positive(int), nargs="+", default=list(DEFAULT_SEQLENS),
+    """The options, checked: bad values, sizes the sweep cannot run, repeats and options that
+    would do nothing are refused (exit status 2) before anything runs, with or without a GPU."""
+    parser = argparse.ArgumentParser(prog="python -m mamba2_tile.tools.scaling",
+                                     description=__doc__.splitlines()[0], allow_abbrev=False)
+    parser.add_argument("--seqlen", type=arguments.positive_int, nargs="+",
+                        default=list(DEFAULT_SEQLENS),
                         help="sequence lengths (default: 1024, 2048, ..., 262144)")
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
-    for name, default in (("batch", 1), ("nheads", 32), ("headdim", 64), ("dstate", 128),
-                          ("ngroups", 1)):
-        parser.add_argument(f"--{name}", type=_positive(int), default=default)
-    parser.add_argument("--chunk-size", type=int, choices=CHUNK_SIZES, default=64)
-    parser.add_argument("--dtype", choices=["bfloat16", "float16", "float32"], default="bfloat16")
-    parser.add_argument("--reps", type=_positive(int), default=30,
+    for name in ("batch", "nheads", "headdim", "dstate", "ngroups"):
+        parser.add_argument(f"--{name}", type=arguments.positive_int,
+                            default=getattr(DEFAULT_PROBLEM, name))
+    parser.add_argument("--chunk-size", type=arguments.chunk_size,
+                        default=DEFAULT_PROBLEM.chunk_size)
+    parser.add_argument("--dtype", choices=KERNEL_DTYPES, default=DEFAULT_PROBLEM.dtype)
+    parser.add_argument("--reps", type=arguments.positive_int, default=30,
                         help="timed replays per measurement (fewer for slow calls, at least 3)")
-    parser.add_argument("--max-ms", type=_positive(float), default=2000.0,
+    parser.add_argument("--max-ms", type=arguments.positive_float, default=2000.0,
                         help="stop running a method once one call takes longer than this")
-    parser.add_argument("--name", default=DEFAULT_NAME, help="output file stem under --data-dir")
-    parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    parser.add_argument("--name", type=arguments.file_stem,
+                        help=f"output file stem under --data-dir (default: {DEFAULT_NAME})")
+    parser.add_argument("--data-dir", type=Path, help=f"default: {DATA_DIR}")
     parser.add_argument("--no-save", action="store_true", help="print only, write no file")
     args = parser.parse_args(argv)
+    arguments.refuse_repeats(parser, args, "seqlen", "methods")
+    arguments.refuse_unused(parser, {"--name": args.name, "--data-dir": args.data_dir},
+                            args.no_save, "with --no-save, which writes no file")
+    args.name = args.name or DEFAULT_NAME
+    args.data_dir = args.data_dir or DATA_DIR
     try:
         args.problem = check_sweep_problem(Problem(
             args.batch, args.seqlen[0], args.nheads, args.headdim, args.dstate, args.ngroups,

@@ -33,9 +33,56 @@ def test_accuracy_preset_spans_the_issue_ranges():
     assert any(p.seqlen % p.chunk_size for p in problems), "an odd seqlen"
 
 
-def test_overrides_and_invalid_group_counts():
-    problems = list(presets.sweep("quick", {"nheads": [6], "ngroups": [1, 4], "seqlen": None}))
-    assert [p.ngroups for p in problems] == [1], "ngroups must divide nheads"
+def test_overrides_replace_a_grid_presets_axes():
+    problems = presets.sweep("quick", {"nheads": [6], "ngroups": [1, 3], "seqlen": None})
+    assert [(p.nheads, p.ngroups, p.seqlen) for p in problems] == [(6, 1, 1024), (6, 3, 1024)]
+    args = cli.parse_args(["--preset", "quick", "--seqlen", "512", "300", "--dtype", "float32"])
+    assert [(p.seqlen, p.dtype) for p in args.problems] == [(512, "float32"), (300, "float32")]
+
+
+def test_an_invalid_group_count_is_an_error_not_a_smaller_sweep():
+    with pytest.raises(ValueError, match="nheads must be a multiple of ngroups"):
+        presets.sweep("quick", {"nheads": [6], "ngroups": [1, 4]})
+    with pytest.raises(ValueError, match="cannot be overridden in preset 'accuracy'"):
+        presets.sweep("accuracy", {"seqlen": [1024]})
+
+
+BAD_ARGUMENTS = [
+    # (argv, words the error must contain): each refused on a machine without a GPU too
+    (["--chunk-size", "63"], ["--chunk-size", "64, 128, 256", "'63'"]),
+    (["--chunk-size", "32"], ["--chunk-size"]),
+    (["--reps", "0"], ["--reps", "positive integer"]),
+    (["--reps", "2.5"], ["--reps"]),
+    (["--batch", "0"], ["--batch", "positive integer"]),
+    (["--seqlen", "1024", "-5"], ["--seqlen"]),
+    (["--seqlen", "1e3"], ["--seqlen"]),
+    (["--headdim", "x"], ["--headdim"]),
+    (["--nheads", "4", "--ngroups", "3"], ["nheads must be a multiple of ngroups"]),
+    (["--nheads", "4"], ["nheads must be a multiple of ngroups", "ngroups 8"]),
+    (["--dtype", "float64"], ["--dtype"]),
+    (["--preset", "nope"], ["--preset"]),
+    (["--preset", "accuracy", "--seqlen", "1024"], ["seqlen", "cannot be overridden",
+                                                     "'accuracy'", "default, quick"]),
+    (["--preset", "models", "--dtype", "float32"], ["dtype", "'models'"]),
+    (["--ablation", "--batch", "2"], ["batch", "'ablation'"]),
+    (["--ablation", "--totals-only"], ["--totals-only", "does not apply"]),
+    (["--preset", "models", "--totals-only"], ["--totals-only"]),
+    (["--no-save", "--name", "mine"], ["--name", "--no-save"]),
+    (["--name", "../elsewhere"], ["--name", "file name stem"]),
+    (["--seqlen", "1024", "4096", "1024"], ["--seqlen", "1024 given more than once"]),
+    (["--seq", "1024"], ["unrecognized arguments"]),
+]
+
+
+@pytest.mark.parametrize("argv, words", BAD_ARGUMENTS, ids=[" ".join(a) for a, _ in BAD_ARGUMENTS])
+def test_bad_arguments_are_refused_by_name(capsys, monkeypatch, argv, words):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    for word in words:
+        assert word in err, f"{word!r} not in {err!r}"
 
 
 def test_a_preset_is_data(monkeypatch):

@@ -61,8 +61,23 @@ def test_without_a_gpu_it_says_so_and_exits_cleanly(capsys, monkeypatch):
     (["--reps", "0"], "--reps"),
     (["--nheads", "32", "--ngroups", "3"], "ngroups"),
     (["--methods", "flash"], "--methods"),
+    (["--max-ms", "nan"], "--max-ms: expected a finite number > 0"),
+    (["--max-ms", "inf"], "--max-ms"),
+    (["--max-ms", "-1"], "--max-ms"),
+    (["--chunk-size", "63"], "--chunk-size: expected a chunk size the kernels take"),
+    (["--batch", "0"], "--batch"),
+    (["--headdim", "1.5"], "--headdim"),
+    (["--dtype", "float64"], "--dtype"),
+    (["--nheads", "4", "--ngroups", "3"], "nheads must be a multiple of ngroups"),
+    (["--seqlen", "1024", "1024"], "--seqlen: 1024 given more than once"),
+    (["--methods", "sdpa_attention", "sdpa_attention"], "--methods"),
+    (["--no-save", "--name", "mine"], "--name does not apply with --no-save"),
+    (["--no-save", "--data-dir", "somewhere"], "--data-dir does not apply"),
+    (["--name", "a/b"], "--name"),
+    (["--max", "10"], "unrecognized arguments"),
 ])
-def test_bad_arguments_are_refused_by_name(capsys, argv, message):
+def test_bad_arguments_are_refused_by_name(capsys, monkeypatch, argv, message):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(SystemExit) as exit_:
         scaling.main(argv)
     assert exit_.value.code == 2
@@ -75,6 +90,7 @@ def test_defaults_cover_1k_to_256k_at_the_issue_shape():
     assert scaling.sweep_config(args.problem) == dict(
         batch=1, nheads=32, headdim=64, dstate=128, ngroups=1, chunk_size=64, dtype="bfloat16")
     assert args.max_ms == 2000.0 and args.methods == list(scaling.METHODS)
+    assert args.name == scaling.DEFAULT_NAME and args.data_dir == scaling.DATA_DIR
     assert STATE == 32 * 64 * 128 * 4 == 2 ** 20
 
 

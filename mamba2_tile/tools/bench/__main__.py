@@ -7,27 +7,37 @@ import sys
 import torch
 from tqdm.auto import tqdm
 
-from mamba2_tile.tools import bench
+from mamba2_tile.problem import KERNEL_DTYPES
+from mamba2_tile.tools import arguments, bench
 from mamba2_tile.tools.bench import measurement, reporting
-from mamba2_tile.tools.bench.presets import PRESETS, sweep
+from mamba2_tile.tools.bench.presets import PRESETS, grid_presets, sweep
 from mamba2_tile.tools.results import DATA_DIR
 
 AXES = ("batch", "seqlen", "nheads", "headdim", "dstate", "ngroups", "chunk_size")
 
 
 def parse_args(argv=None):
+    """The options, checked: bad values, overrides a preset cannot take, and options that would
+    do nothing are refused (exit status 2) before anything runs, with or without a GPU."""
     parser = argparse.ArgumentParser(prog="python -m mamba2_tile.tools.bench",
-                                     description=bench.__doc__.splitlines()[0])
+                                     description=" ".join(bench.__doc__.split("\n\n")[0].split()),
+                                     allow_abbrev=False)
     parser.add_argument("--preset", choices=sorted(PRESETS),
                         help="the shapes (default: 'ablation' with --ablation, else 'default')")
     parser.add_argument("--ablation", action="store_true",
                         help="time the optimizations one by one (see the module doc)")
     for axis in AXES:
-        parser.add_argument(f"--{axis.replace('_', '-')}", type=int, nargs="+", dest=axis,
-                            help=f"override the preset's {axis} values")
-    parser.add_argument("--dtype", nargs="+", choices=["bfloat16", "float16", "float32"])
-    parser.add_argument("--reps", type=int, default=30, help="timed replays per measurement")
-    parser.add_argument("--name", help="output file stem under data/ (default: bench_<preset>)")
+        parser.add_argument(f"--{axis.replace('_', '-')}", nargs="+", dest=axis,
+                            type=arguments.chunk_size if axis == "chunk_size"
+                            else arguments.positive_int,
+                            help=f"replace the {axis} values of a grid preset "
+                                 f"({', '.join(grid_presets())})")
+    parser.add_argument("--dtype", nargs="+", choices=KERNEL_DTYPES,
+                        help="replace the dtypes of a grid preset")
+    parser.add_argument("--reps", type=arguments.positive_int, default=30,
+                        help="timed replays per measurement")
+    parser.add_argument("--name", type=arguments.file_stem,
+                        help="output file stem under data/ (default: bench_<preset>)")
     parser.add_argument("--no-save", action="store_true", help="print only, write no files")
     parser.add_argument("--resume", action="store_true",
                         help="keep the rows already in the output file; measure only the rest")
@@ -35,6 +45,16 @@ def parse_args(argv=None):
                         help="skip the per-kernel times and the PyTorch baseline (faster)")
     args = parser.parse_args(argv)
     args.preset = args.preset or ("ablation" if args.ablation else "default")
+    arguments.refuse_repeats(parser, args, *AXES, "dtype")
+    arguments.refuse_unused(parser, {"--totals-only": args.totals_only},
+                            args.ablation or args.preset == "models",
+                            "to --ablation or --preset models, which time totals only")
+    arguments.refuse_unused(parser, {"--name": args.name}, args.no_save,
+                            "with --no-save, which writes no file")
+    try:
+        args.problems = sweep(args.preset, {k: getattr(args, k) for k in (*AXES, "dtype")})
+    except ValueError as error:
+        parser.error(str(error))
     return args
 
 
@@ -44,7 +64,7 @@ def main(argv=None, data_dir=DATA_DIR):
         print("No CUDA GPU found: this benchmark times GPU kernels and needs one. "
               "Stored H200 results are in data/ (see notebooks 08 and 09).")
         return 0
-    problems = list(sweep(args.preset, {k: getattr(args, k) for k in (*AXES, "dtype")}))
+    problems = args.problems
     others, missing = measurement.load_implementations()
     for name, why in missing.items():
         print(f"{name} is not importable ({why}); its columns stay empty.")

@@ -1,8 +1,8 @@
 """What the benchmark measures: its presets (sets of problems) and the ablation ladder.
 
-A preset is data: either a grid, ``{axis: values}`` (every combination whose ``ngroups``
-divides ``nheads``; the command line can replace any axis), or a list of :class:`Problem`
-(measured as listed). Adding a preset is adding one entry to :data:`PRESETS`.
+A preset is data: either a grid, ``{axis: values}`` (every combination; the command line can
+replace any axis, and each combination must be one the kernels run), or a list of
+:class:`Problem` (measured as listed, never overridden). Adding a preset is adding one entry to :data:`PRESETS`.
 """
 
 import itertools
@@ -74,14 +74,40 @@ def ladder(dtype):
     return [(name, change) for name, change, dtypes in LADDER if dtypes is None or dtype in dtypes]
 
 
+def grid_presets():
+    """The names of the presets that take overrides (the grids), sorted."""
+    return sorted(name for name, spec in PRESETS.items() if isinstance(spec, dict))
+
+
 def sweep(preset, overrides):
-    """The problems of a preset; ``overrides`` (axis -> values) replace a grid preset's axes."""
+    """The problems of a preset, a list. ``overrides`` (axis -> values; ``None`` or empty: keep
+    the preset's) replace a grid preset's axes.
+
+    Raises ``ValueError`` instead of measuring less than asked: an override of a preset that is
+    a fixed list of problems (it would not apply), or a combination the kernels cannot run
+    (``nheads`` not a multiple of ``ngroups``, ...), named.
+    """
+    if preset not in PRESETS:
+        raise ValueError(f"preset must be one of {', '.join(sorted(PRESETS))}, got {preset!r}")
     spec = PRESETS[preset]
+    given = {k: v for k, v in overrides.items() if v}
     if not isinstance(spec, dict):
-        yield from spec
-        return
-    axes = {**spec, **{k: v for k, v in overrides.items() if v}}
-    for values in itertools.product(*axes.values()):
-        problem = Problem(**dict(zip(axes, values)))
-        if problem.nheads % problem.ngroups == 0:
-            yield problem
+        if given:
+            raise ValueError(f"{', '.join(given)} cannot be overridden in preset {preset!r}, a "
+                             f"fixed list of problems; the grid presets "
+                             f"({', '.join(grid_presets())}) take overrides")
+        return list(spec)
+    unknown = sorted(set(given) - set(spec))
+    if unknown:
+        raise ValueError(f"preset {preset!r} has no axis {', '.join(unknown)}; "
+                         f"its axes are {', '.join(spec)}")
+    axes = {**spec, **given}
+    problems = [Problem(**dict(zip(axes, values))) for values in itertools.product(*axes.values())]
+    for problem in problems:
+        try:
+            problem.validate()
+        except ValueError as error:
+            origin = (f"{', '.join(given)} from the overrides, the rest from preset {preset!r}"
+                      if given else f"preset {preset!r}")
+            raise ValueError(f"{error} (in {problem.label()}: {origin})") from None
+    return problems
