@@ -82,7 +82,12 @@ def locate(error: TileInterpreterError, block) -> None:
 
 
 def launch(grid, kernel, args):
-    """Run `kernel` over `grid` on the CPU; array arguments are updated in place."""
+    """Run `kernel` over `grid` on the CPU; array arguments are updated in place.
+
+    Returns the positions in `args` of the arrays the kernel stored to (the others were
+    only read, and are untouched), so a caller that copied its arguments knows which
+    copies to bring back.
+    """
     function = kernel_function(kernel)
     grid = _grid(grid)
     parameters = list(inspect.signature(function).parameters.values())
@@ -105,3 +110,4 @@ def launch(grid, kernel, args):
         for value in values:
             if isinstance(value, Array):
                 value.write_back()
+    return tuple(i for i, value in enumerate(values) if isinstance(value, Array) and value.stored)
