@@ -14,7 +14,12 @@ Only globals the code actually names (its `co_names`, nested code included) are 
 at, and a function that names nothing cuTile-related is used as is. Twins are cached per
 function, so each kernel is rebound once. Note the globals are a snapshot: redefine the
 kernel (re-run its cell) after redefining a helper it calls.
+
+Rebinding runs under one lock: while a function is being rebound the cache holds the
+function itself (to stop a cycle), and another thread launching at that moment must wait
+for the twin rather than run the kernel against real cuTile.
 """
+import threading
 import types
 import weakref
 
@@ -30,19 +35,26 @@ TILE_CODE = set()
 
 _cache = weakref.WeakKeyDictionary()
 _swaps = None
+_lock = threading.RLock()     # re-entrant: rebinding a kernel rebinds its helpers
 
 
 def _swap_table():
     """id(real cuda.tile object) -> interpreter object, built on first use."""
     global _swaps
-    if _swaps is None:
-        _swaps = {id(api): api}
-        if _real_tile is not None:
-            _swaps[id(_real_tile)] = api
-            for name in api.PUBLIC_NAMES:
-                if hasattr(_real_tile, name):
-                    _swaps[id(getattr(_real_tile, name))] = getattr(api, name)
+    with _lock:
+        if _swaps is None:
+            _swaps = _build_swap_table()
     return _swaps
+
+
+def _build_swap_table():
+    swaps = {id(api): api}
+    if _real_tile is not None:
+        swaps[id(_real_tile)] = api
+        for name in api.PUBLIC_NAMES:
+            if hasattr(_real_tile, name):
+                swaps[id(getattr(_real_tile, name))] = getattr(api, name)
+    return swaps
 
 
 def translate(value):
@@ -71,6 +83,11 @@ def _names(code):
 
 def rebind(func):
     """`func` with its cuTile references swapped for the interpreter's (cached)."""
+    with _lock:
+        return _rebind(func)
+
+
+def _rebind(func):
     if func in _cache:
         return _cache[func]
     _cache[func] = func          # cuTile forbids recursion; this just stops a cycle here
