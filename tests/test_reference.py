@@ -1,5 +1,7 @@
 """The three NumPy references compute one function: recurrence = quadratic = chunked."""
 
+import tracemalloc
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -188,3 +190,19 @@ def test_bad_input_names_the_argument(fn, name, bad, error, message):
 def test_bad_chunk_size(chunk_size, error):
     with pytest.raises(error, match="chunk_size"):
         ssd_chunked(**good_inputs(), chunk_size=chunk_size)
+
+
+@pytest.mark.parametrize("chunk_size", [2000, 100_001])
+def test_short_sequence_allocates_by_its_tokens_not_the_chunk(chunk_size):
+    """10 tokens at a huge chunk size: one chunk of 10 tokens, not chunk_size² decays (#15)."""
+    inp = random_inputs(np.random.default_rng(8), 1, 10, 2, 3, 1, 4, with_state=True)
+    tracemalloc.start()
+    try:
+        y, h = ssd_chunked(**inp, chunk_size=chunk_size, return_final_states=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2**20, f"peak {peak / 2**20:.1f} MiB for 10 tokens"
+    y_rec, h_rec = ssd_recurrent(**inp, return_final_states=True)
+    np.testing.assert_allclose(y, y_rec, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(h, h_rec, rtol=1e-12, atol=1e-12)
