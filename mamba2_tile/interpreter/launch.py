@@ -99,10 +99,13 @@ def launch(grid, kernel, args):
     runnable = rebind(function)
     block = None
     try:
-        for z, y, x in itertools.product(*(range(n) for n in reversed(grid))):
-            block = (x, y, z)
-            with grid_state.running(block, grid):
-                runnable(*values)
+        # GPU arithmetic is IEEE and raises no flags: inf - inf is a silent NaN there, so NumPy
+        # must not warn about it here either (errstate is per thread / context).
+        with np.errstate(all="ignore"):
+            for z, y, x in itertools.product(*(range(n) for n in reversed(grid))):
+                block = (x, y, z)
+                with grid_state.running(block, grid):
+                    runnable(*values)
     except TileInterpreterError as error:
         locate(error, block)
         raise

@@ -104,3 +104,16 @@ def test_nan_x_is_never_swallowed():
     (y, final_states), (ref_y, ref_final) = run(case, poison, "fused")
     check(y, ref_y, TOLERANCES[torch.float32], "y", exact_nan=False)
     check(final_states, ref_final, TOLERANCES[torch.float32], "final_states")
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("value", [INF, -INF, NAN], ids=str)
+@pytest.mark.parametrize("name", ["x", "B", "C", "z", "dt", "dt_bias", "D", "initial_states"])
+def test_infinite_inputs_raise_no_numpy_warning(name, value):
+    # The GPU's arithmetic is silent IEEE; the interpreter used to leak NumPy's
+    # "invalid value encountered in matmul" RuntimeWarning from its ops.
+    case = Case(seqlen=100, D="head", z=True, dt_bias=True, initial_states=True, seed=4)
+    t = make_case(case)
+    t[name].view(-1)[0] = value
+    forward_with_options(chunk_size=64, options=PATHS["three kernels"], dt_softplus=True, **t)
+    forward_with_options(chunk_size=64, options=PATHS["fused"], dt_softplus=True, **t)
