@@ -11,10 +11,11 @@ raises NotImplementedError when a kernel uses it.
 Modules, in reading order: errors, dtypes, printing, tile, ops, memory, grid, api
 (the interpreter's `ct`), rebind (swap `ct` inside a kernel), launch.
 """
-from .api import SUPPORTED as SUPPORTED_OPS
-from .errors import (TileInterpreterError, TileStaticAssertionError, TileTypeError,
-                     TileUnsupportedFeatureError, TileValueError)
+from .api import _SUPPORTED as SUPPORTED_OPS
+from .errors import (TileInterpreterError, TileStaticAssertionError, TileSyntaxError,
+                     TileTypeError, TileUnsupportedFeatureError, TileValueError)
 from .launch import launch
 
-__all__ = ["launch", "SUPPORTED_OPS", "TileInterpreterError", "TileTypeError",
-           "TileValueError", "TileStaticAssertionError", "TileUnsupportedFeatureError"]
+__all__ = ["launch", "SUPPORTED_OPS", "TileInterpreterError", "TileSyntaxError",
+           "TileTypeError", "TileValueError", "TileStaticAssertionError",
+           "TileUnsupportedFeatureError"]

@@ -51,7 +51,7 @@ def _build_swap_table():
     swaps = {id(api): api}
     if _real_tile is not None:
         swaps[id(_real_tile)] = api
-        for name in api.PUBLIC_NAMES:
+        for name in api.__all__:
             if hasattr(_real_tile, name):
                 swaps[id(getattr(_real_tile, name))] = getattr(api, name)
     return swaps
