@@ -9,7 +9,8 @@ errors. `SUPPORTED_OPS` names the parts of `cuda.tile` it implements; every othe
 raises NotImplementedError when a kernel uses it.
 
 Modules, in reading order: errors, dtypes, printing, tile, ops, memory, grid, api
-(the interpreter's `ct`), rebind (swap `ct` inside a kernel), launch.
+(the interpreter's `ct`), syntax (refuse what cuTile's front end refuses), rebind (swap `ct`
+inside a kernel), launch.
 """
 from .api import _SUPPORTED as SUPPORTED_OPS
 from .errors import (TileInterpreterError, TileStaticAssertionError, TileSyntaxError,

@@ -10,6 +10,8 @@ interpreter's version (api.py):
 * helper functions the kernel calls, `@ct.function` or plain, rebound the same way, so
   their own `ct` references are swapped too (recursively).
 
+Each function is first checked for syntax cuTile rejects (syntax.py), once per code object.
+
 Only globals the code actually names (its `co_names`, nested code included) are looked
 at, and a function that names nothing cuTile-related is used as is. Twins are cached per
 function and rebuilt when one of those globals (or closure values) now holds another object:
@@ -26,6 +28,7 @@ import types
 import weakref
 
 from . import api
+from .syntax import check_syntax
 
 try:
     import cuda.tile as _real_tile
@@ -34,6 +37,7 @@ except ImportError:     # no cuda-tile here: kernels already see api through mam
 
 # Code objects of every function run as tile code, so errors can point at kernel lines.
 TILE_CODE = set()
+_syntax_checked = set()     # code objects already through check_syntax
 
 _cache = weakref.WeakKeyDictionary()
 _swaps = None
@@ -113,6 +117,9 @@ def _twin(func, cached):
     """`(twin, inputs)`: `inputs` are what the twin was built from (the translated globals the
     code names, closure contents and defaults); the cached twin is reused while they are the
     same objects, so a helper redefined after a launch is seen by the next one."""
+    if func.__code__ not in _syntax_checked:
+        check_syntax(func)              # a kernel or helper that cuTile would not compile
+        _syntax_checked.add(func.__code__)
     TILE_CODE.add(func.__code__)
     namespace = func.__globals__
     names = tuple(sorted(name for name in _names(func.__code__) if name in namespace))
