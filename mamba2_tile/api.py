@@ -20,6 +20,12 @@ layout or value. Unlike mamba_ssm, which silently copies, non-contiguous tensors
 Numerics (what the tests hold the kernels to, see ``mamba2_tile.tolerances``): all
 accumulation is float32; tensor-core operands are rounded to the input dtype, as in mamba_ssm,
 so float16 / bfloat16 results carry that input precision (about 1e-3 / 1e-2 relative).
+The float16 range is a limit of its own: the state entering each chunk is such an operand, so a
+state entry beyond float16's largest value, 65504, becomes ``inf``, and ``y`` is ``inf`` or NaN
+from the next chunk on even where ``y`` itself would fit (``final_states``, float32, stays
+finite). Scale the inputs, or use bfloat16 (float32's range) or float32, when
+``|sum of dt * x * B|`` over a sequence can pass 65504. NaN in any input propagates as in the
+recurrence; ``A = -inf`` forgets the state at every token, as ``exp(dt * -inf) = 0`` says.
 
 Options. Every call runs what :func:`mamba2_tile.kernels.plan.plan` makes of
 :data:`mamba2_tile.kernels.DEFAULT_OPTIONS` (chosen from H200 measurements) for its sizes: the

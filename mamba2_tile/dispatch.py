@@ -8,8 +8,9 @@
   which runs the same unmodified kernel block by block on NumPy tiles.
 * `MAMBA2_TILE_INTERPRET=1` forces the interpreter even on a GPU, so a kernel can be
   debugged with `print` and a debugger. CUDA tensors are then copied to the CPU,
-  interpreted, and every argument tensor is copied back in place. (Tensors that are
-  views of one buffer become separate copies in that mode, so aliasing is lost.)
+  interpreted, and the tensors the kernel stored to are copied back in place (the others,
+  only read, are left alone: their `_version` does not move). (Tensors that are views of
+  one buffer become separate copies in that mode, so aliasing is lost.)
 
 Notebooks pick where to create their tensors with `default_device()` and say what
 ran with `describe_backend()` (before) or `last_backend()` (after a launch).
@@ -84,8 +85,8 @@ def launch(grid, kernel, args) -> None:
 
     if on_cuda:
         cpu_args = _map_tensors(args, lambda t: t.detach().cpu())
-        interpret(grid, kernel, cpu_args)
-        _copy_back(args, cpu_args)
+        for i in interpret(grid, kernel, cpu_args):
+            args[i].copy_(cpu_args[i])
     else:
         interpret(grid, kernel, args)
     _last_backend = INTERPRETER
@@ -177,10 +178,3 @@ def _map_tensors(value, fn):
                         f"not {type(value).__name__}")
     return value
 
-
-def _copy_back(originals, copies):
-    if isinstance(originals, (tuple, list)):
-        for original, copy in zip(originals, copies):
-            _copy_back(original, copy)
-    elif hasattr(originals, "is_cuda"):
-        originals.copy_(copies)

@@ -22,6 +22,7 @@ def interpreter_calls(monkeypatch):
     def fake_launch(grid, kernel, args):
         calls.append((grid, kernel, args))
         args[0][...] += 1
+        return (0,)       # the positions of the arguments it stored to
 
     monkeypatch.setitem(sys.modules, "mamba2_tile.interpreter",
                         types.SimpleNamespace(launch=fake_launch))
@@ -36,6 +37,7 @@ class FakeCudaTensor:
 
     def __init__(self, values):
         self.values = torch.as_tensor(values, dtype=torch.float32)
+        self.copies_in = 0
 
     def detach(self):
         return self
@@ -44,6 +46,7 @@ class FakeCudaTensor:
         return self.values.clone()
 
     def copy_(self, source):
+        self.copies_in += 1
         self.values.copy_(source)
 
 
@@ -68,9 +71,10 @@ def test_mixed_devices_name_the_argument(interpreter_calls):
 def test_forced_interpreter_copies_cuda_tensors_back(interpreter_calls, monkeypatch):
     monkeypatch.setenv(dispatch.FORCE_ENV, "1")
     monkeypatch.setattr(dispatch, "gpu_available", lambda: True)
-    x = FakeCudaTensor([1.0, 2.0])
-    dispatch.launch((1,), kernel, (x, FakeCudaTensor([0.0]), FakeCudaTensor([0.0]), 2))
+    x, y, out = FakeCudaTensor([1.0, 2.0]), FakeCudaTensor([0.0]), FakeCudaTensor([0.0])
+    dispatch.launch((1,), kernel, (x, y, out, 2))
     assert torch.equal(x.values, torch.tensor([2.0, 3.0]))
+    assert (x.copies_in, y.copies_in, out.copies_in) == (1, 0, 0)  # only what was stored to
     assert isinstance(interpreter_calls[0][2][0], torch.Tensor)  # the interpreter saw CPU copies
 
 

@@ -1,6 +1,7 @@
 """The three NumPy references compute one function: recurrence = quadratic = chunked."""
 
 import re
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -300,3 +301,19 @@ def test_cu_seqlens_needs_batch_one():
     with pytest.raises(ValueError, match="batch 1"):
         ssd_recurrent(**inputs, seq_idx=np.zeros((2, 6), dtype=int), cu_seqlens=[0, 6],
                       return_varlen_states=True)
+
+
+@pytest.mark.parametrize("chunk_size", [2000, 100_001])
+def test_short_sequence_allocates_by_its_tokens_not_the_chunk(chunk_size):
+    """10 tokens at a huge chunk size: one chunk of 10 tokens, not chunk_size² decays (#15)."""
+    inp = random_inputs(np.random.default_rng(8), 1, 10, 2, 3, 1, 4, with_state=True)
+    tracemalloc.start()
+    try:
+        y, h = ssd_chunked(**inp, chunk_size=chunk_size, return_final_states=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2**20, f"peak {peak / 2**20:.1f} MiB for 10 tokens"
+    y_rec, h_rec = ssd_recurrent(**inp, return_final_states=True)
+    np.testing.assert_allclose(y, y_rec, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(h, h_rec, rtol=1e-12, atol=1e-12)

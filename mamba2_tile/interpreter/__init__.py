@@ -9,12 +9,14 @@ errors. `SUPPORTED_OPS` names the parts of `cuda.tile` it implements; every othe
 raises NotImplementedError when a kernel uses it.
 
 Modules, in reading order: errors, dtypes, printing, tile, ops, memory, grid, api
-(the interpreter's `ct`), rebind (swap `ct` inside a kernel), launch.
+(the interpreter's `ct`), syntax (refuse what cuTile's front end refuses), rebind (swap `ct`
+inside a kernel), launch.
 """
-from .api import SUPPORTED as SUPPORTED_OPS
-from .errors import (TileInterpreterError, TileStaticAssertionError, TileTypeError,
-                     TileUnsupportedFeatureError, TileValueError)
+from .api import _SUPPORTED as SUPPORTED_OPS
+from .errors import (TileInterpreterError, TileStaticAssertionError, TileSyntaxError,
+                     TileTypeError, TileUnsupportedFeatureError, TileValueError)
 from .launch import launch
 
-__all__ = ["launch", "SUPPORTED_OPS", "TileInterpreterError", "TileTypeError",
-           "TileValueError", "TileStaticAssertionError", "TileUnsupportedFeatureError"]
+__all__ = ["launch", "SUPPORTED_OPS", "TileInterpreterError", "TileSyntaxError",
+           "TileTypeError", "TileValueError", "TileStaticAssertionError",
+           "TileUnsupportedFeatureError"]

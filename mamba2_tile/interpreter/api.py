@@ -6,37 +6,37 @@ rebind.py). Without cuda-tile installed, `mamba2_tile.tile.ct` *is* this module,
 `ct.launch` needs the real package and a GPU.
 
 Public names we do not interpret still exist, as placeholders that raise
-NotImplementedError("ct.<name> is not supported ...") when used. `SUPPORTED` lists the
-implemented ones.
+NotImplementedError("ct.<name> is not supported ...") when used. `_SUPPORTED` lists the
+implemented ones. The public names are exactly cuda.tile's (its `__all__`), no more: modules
+and helpers this file needs are imported under a leading underscore, so a kernel cannot use a
+name here that the GPU would not resolve (tests/interpreter/test_api_names.py).
 """
-import enum
-import functools
-import typing
+import enum as _enum
+import functools as _functools
+import typing as _typing
 
-from . import errors, grid, printing
+from . import errors as _errors, grid as _grid, ops as _ops, printing as _printing
 from .dtypes import (DType, bfloat16,  # noqa: F401  (re-exported as ct.<dtype>)
                      bool_, float4_e2m1fn, float8_e4m3fn, float8_e5m2,
                      float8_e5m3fnu, float8_e8m0fnu, float16, float32, float64, int8, int16,
                      int32, int64, tfloat32, uint8, uint16, uint32, uint64)
-from .errors import (TileStaticAssertionError, TileTypeError,  # noqa: F401
-                     TileUnsupportedFeatureError, TileValueError, unsupported)
+from .errors import (TileStaticAssertionError, TileSyntaxError, TileTypeError,  # noqa: F401
+                     TileUnsupportedFeatureError, TileValueError)
 from .memory import Array, gather, load, num_tiles, scatter, store  # noqa: F401
-from .ops import *  # noqa: F401,F403  (the tile operations, named as in cuda.tile)
-from .ops import RoundingMode  # noqa: F401
-from .tile import Tile, as_tile  # noqa: F401
+from .tile import Tile, as_tile as _as_tile  # noqa: F401
 
-bid = grid.bid
-num_blocks = grid.num_blocks
-print = printing.tile_print
+bid = _grid.bid
+num_blocks = _grid.num_blocks
+print = _printing.tile_print
 
 
 def printf(format, *args):
     """ct.printf: C format string, one conversion per tile (numbers become 0-d tiles)."""
-    printing.printf(format, *(as_tile(a) for a in args))
+    _printing.printf(format, *(_as_tile(a) for a in args))
 
 
 # Every public name of cuda.tile 1.7 (its __all__), so code written for cuTile resolves.
-PUBLIC_NAMES = (
+_PUBLIC_NAMES = (
     "launch", "ByTarget", "MemoryOrder", "MemoryScope", "PaddingMode", "RoundingMode",
     "DType", "bfloat16", "bool_", "float4_e2m1fn", "float8_e4m3fn", "float8_e5m2",
     "float8_e8m0fnu", "float8_e5m3fnu", "float16", "float32", "float64",
@@ -65,7 +65,7 @@ PUBLIC_NAMES = (
 )
 
 
-class PaddingMode(enum.Enum):
+class PaddingMode(_enum.Enum):
     """What `ct.load` puts where a tile sticks out of the array (see memory.py)."""
     UNDETERMINED = "undetermined"
     ZERO = "zero"
@@ -75,7 +75,7 @@ class PaddingMode(enum.Enum):
     NEG_INF = "neg_inf"
 
 
-class MemoryOrder(enum.Enum):
+class MemoryOrder(_enum.Enum):
     """Accepted and ignored: blocks run one at a time, so every order is respected."""
     WEAK = "weak"
     RELAXED = "relaxed"
@@ -84,7 +84,7 @@ class MemoryOrder(enum.Enum):
     ACQ_REL = "acq_rel"
 
 
-class MemoryScope(enum.Enum):
+class MemoryScope(_enum.Enum):
     NONE = "none"
     BLOCK = "block"
     DEVICE = "device"
@@ -98,8 +98,8 @@ class ConstantAnnotation:
         return "ConstantAnnotation()"
 
 
-_T = typing.TypeVar("_T")
-Constant = typing.Annotated[_T, ConstantAnnotation()]
+_T = _typing.TypeVar("_T")
+Constant = _typing.Annotated[_T, ConstantAnnotation()]
 
 
 class ByTarget:
@@ -110,8 +110,7 @@ class ByTarget:
 
 
 # cuTile's other exception classes, so `except ct.TileSyntaxError:` works everywhere.
-TileError = errors.TileInterpreterError
-TileSyntaxError = type("TileSyntaxError", (TileError,), {})
+TileError = _errors.TileInterpreterError
 TileRecursionError = type("TileRecursionError", (TileError,), {})
 TileInternalError = type("TileInternalError", (TileError,), {})
 TileStaticEvalError = type("TileStaticEvalError", (TileError,), {})
@@ -128,7 +127,7 @@ class kernel:
         self._options = dict(num_ctas=num_ctas, occupancy=occupancy, opt_level=opt_level,
                              num_worker_warps=num_worker_warps)
         self._pyfunc = function
-        functools.update_wrapper(self, function)
+        _functools.update_wrapper(self, function)
 
     def __new__(cls, function=None, /, **options):
         if function is None:    # @ct.kernel(occupancy=2) returns the decorator
@@ -163,12 +162,12 @@ class _Unsupported:
         self._name = name
 
     def __call__(self, *args, **kwargs):
-        raise unsupported(self._name)
+        raise _errors.unsupported(self._name)
 
     def __getattr__(self, attribute):
         if attribute.startswith("_"):
             raise AttributeError(attribute)
-        raise unsupported(f"{self._name}.{attribute}")
+        raise _errors.unsupported(f"{self._name}.{attribute}")
 
     def __getitem__(self, item):     # usable in annotations such as ct.Scalar[int]
         return self
@@ -177,10 +176,14 @@ class _Unsupported:
         return f"<unsupported ct.{self._name}>"
 
 
-SUPPORTED = frozenset(name for name in PUBLIC_NAMES if name in globals())
-for _name in PUBLIC_NAMES:
+# The tile operations, named as in cuda.tile; ops.py's own helpers stay out of `ct`.
+for _name in _PUBLIC_NAMES:
+    if _name not in globals() and hasattr(_ops, _name):
+        globals()[_name] = getattr(_ops, _name)
+_SUPPORTED = frozenset(name for name in _PUBLIC_NAMES if name in globals())
+for _name in _PUBLIC_NAMES:
     if _name not in globals():
         globals()[_name] = _Unsupported(_name)
 del _name
 
-__all__ = list(PUBLIC_NAMES)
+__all__ = list(_PUBLIC_NAMES)

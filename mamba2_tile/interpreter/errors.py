@@ -22,6 +22,10 @@ class TileValueError(TileInterpreterError):
     """A value that cuTile's compiler (or the hardware) would reject: bad shape, bad index."""
 
 
+class TileSyntaxError(TileInterpreterError):
+    """Python syntax that cuTile's front end rejects (a list, a `try`, ...): see syntax.py."""
+
+
 class TileStaticAssertionError(TileInterpreterError):
     """`ct.static_assert` failed."""
 

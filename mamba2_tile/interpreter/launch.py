@@ -82,7 +82,12 @@ def locate(error: TileInterpreterError, block) -> None:
 
 
 def launch(grid, kernel, args):
-    """Run `kernel` over `grid` on the CPU; array arguments are updated in place."""
+    """Run `kernel` over `grid` on the CPU; array arguments are updated in place.
+
+    Returns the positions in `args` of the arrays the kernel stored to (the others were
+    only read, and are untouched), so a caller that copied its arguments knows which
+    copies to bring back.
+    """
     function = kernel_function(kernel)
     grid = _grid(grid)
     parameters = list(inspect.signature(function).parameters.values())
@@ -94,10 +99,13 @@ def launch(grid, kernel, args):
     runnable = rebind(function)
     block = None
     try:
-        for z, y, x in itertools.product(*(range(n) for n in reversed(grid))):
-            block = (x, y, z)
-            with grid_state.running(block, grid):
-                runnable(*values)
+        # GPU arithmetic is IEEE and raises no flags: inf - inf is a silent NaN there, so NumPy
+        # must not warn about it here either (errstate is per thread / context).
+        with np.errstate(all="ignore"):
+            for z, y, x in itertools.product(*(range(n) for n in reversed(grid))):
+                block = (x, y, z)
+                with grid_state.running(block, grid):
+                    runnable(*values)
     except TileInterpreterError as error:
         locate(error, block)
         raise
@@ -105,3 +113,4 @@ def launch(grid, kernel, args):
         for value in values:
             if isinstance(value, Array):
                 value.write_back()
+    return tuple(i for i, value in enumerate(values) if isinstance(value, Array) and value.stored)

@@ -3,7 +3,9 @@
 An `Array` wraps the NumPy array a kernel argument lives in. NumPy arrays are used in
 place; CPU torch tensors are viewed through `.numpy()` (shared memory, so stores land in
 the tensor), except bfloat16 tensors, which NumPy cannot hold: they are copied into a
-float32 working array and copied back when the launch ends (`Array.write_back`).
+float32 working array and copied back when the launch ends (`Array.write_back`), and only
+if the kernel stored to it: an argument a kernel only reads is never written, so its
+`_version` (which autograd checks) does not move.
 
 `load`/`store` address the array's *tile space*: index `(i, j)` with tile shape `(tm, tn)`
 means elements `[i*tm:(i+1)*tm, j*tn:(j+1)*tn]` of the array with its axes permuted by
@@ -30,6 +32,7 @@ class Array:
         self.data = data
         self.dtype = dtype
         self._write_back = write_back
+        self.stored = False     # set by every store/scatter: write_back skips read-only arrays
 
     @property
     def shape(self):
@@ -45,7 +48,7 @@ class Array:
         return self.data.ndim
 
     def write_back(self):
-        if self._write_back is not None:
+        if self._write_back is not None and self.stored:
             self._write_back(self.data)
 
     def slice(self, *args, **kwargs):
@@ -177,6 +180,7 @@ def store(array, index, tile, *, order="C", check_bounds=True, latency=None, all
         raise TileTypeError(f"ct.store: a tile of shape {tile.shape} (rank {tile.ndim}) cannot "
                             f"be stored into an array of rank {array.ndim}")
     view, region = _tile_region(array, index, values.shape, order, "store")
+    array.stored = True
     inside = tuple(slice(0, s.stop - s.start) for s in region)
     view[region] = round_to(values[inside], array.dtype)
 
@@ -231,4 +235,5 @@ def scatter(array, indices, value, /, *, mask=None, check_bounds=True, latency=N
     valid &= _mask(mask, valid.shape)
     value = _cast_for_store(value, array, "scatter")
     values = np.broadcast_to(value.data, valid.shape)
+    array.stored = True
     array.data[tuple(idx[valid] for idx in arrays)] = round_to(values[valid], array.dtype)

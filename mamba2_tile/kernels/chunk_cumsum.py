@@ -26,6 +26,9 @@ from mamba2_tile.tile import ct
 # mamba_ssm applies softplus only below this threshold; above it softplus(dt) == dt to float32
 # precision, and skipping it avoids exp overflow.
 SOFTPLUS_THRESHOLD = 20.0
+# The floor of one token's dA = dt * A (see the kernel): exp2(-128 * LOG2E) = 2^-184.7 flushes to
+# 0 and exp(-128) = 3e-56 is 0 next to any float32 sum, yet 256 such steps stay far from -inf.
+DA_STEP_MIN = -128.0
 
 
 @ct.kernel
@@ -52,7 +55,9 @@ def chunk_cumsum_kernel(
         dt_c = dt_c + ct.reshape(bias, (1, BLOCK_H))
     if DT_SOFTPLUS:
         dt_c = ct.where(dt_c <= SOFTPLUS_THRESHOLD, ct.log(1.0 + ct.exp(dt_c)), dt_c)
-    dt_c = ct.minimum(ct.maximum(dt_c, DT_MIN), DT_MAX)
+    # A NaN dt (or dt_bias) must come out as NaN, as in the recurrence: the clamp's default
+    # ignores NaN operands and would turn it into DT_MIN, silently skipping the token.
+    dt_c = ct.minimum(ct.maximum(dt_c, DT_MIN, propagate_nan=True), DT_MAX, propagate_nan=True)
     # Bias, softplus and the clamp can make padded positions nonzero: zero them again so that
     # they add nothing to the state or the output downstream.
     pos = c * CHUNK_SIZE + ct.arange(CHUNK_SIZE, dtype=ct.int32)
@@ -60,7 +65,12 @@ def chunk_cumsum_kernel(
     dt_c = ct.where(in_sequence, dt_c, 0.0)
 
     A_h = ct.load(A, (hb,), (BLOCK_H,), padding_mode=zero).astype(ct.float32)
-    dA_c = ct.cumsum(dt_c * ct.reshape(A_h, (1, BLOCK_H)), axis=0)
+    # A step's decay exp(dt * A) below exp(DA_STEP_MIN) is 0 in float32: flooring the step there
+    # changes no decay, and keeps dA_cumsum finite when dt * A is -inf (A = -inf), where the
+    # later stages' differences dA_i - dA_j would be -inf - -inf = NaN although the recurrence
+    # just forgets the state. Padded positions add no step (0 * -inf would be NaN).
+    dA_step = ct.maximum(dt_c * ct.reshape(A_h, (1, BLOCK_H)), DA_STEP_MIN, propagate_nan=True)
+    dA_c = ct.cumsum(ct.where(in_sequence, dA_step, 0.0), axis=0)
 
     # (CHUNK_SIZE, BLOCK_H) -> (1, BLOCK_H, 1, CHUNK_SIZE): each head's chunk is contiguous.
     out_shape = (1, BLOCK_H, 1, CHUNK_SIZE)

@@ -112,8 +112,8 @@ def compute_out_kernel(
             scores = ct.mma(C_i, ct.transpose(B_j), ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
             cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (1, BLOCK_M))
             # Clamp before exp2: above the diagonal dA_i - dA_j > 0 could overflow, and is
-            # masked to 0 anyway.
-            decay = ct.exp2(ct.minimum(dA_i - dA_j, 0.0), flush_to_zero=True)
+            # masked to 0 anyway. A NaN stays NaN (the default clamp would make it a decay of 1).
+            decay = ct.exp2(ct.minimum(dA_i - dA_j, 0.0, propagate_nan=True), flush_to_zero=True)
             scores = ct.where(rows >= cols, scores * decay * dt_j, 0.0)
             scores = scores.astype(x.dtype).astype(mma_dtype)
             if SWAP_OPERANDS:

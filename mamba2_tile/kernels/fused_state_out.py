@@ -137,7 +137,8 @@ def fused_state_out_kernel(
         acc = acc * ct.exp2(dA_m - dA_start, flush_to_zero=True)
 
         # Inside the row block: causal mask. Clamp before exp2: above the diagonal
-        # dA_i - dA_j > 0 could overflow, and is masked anyway.
+        # dA_i - dA_j > 0 could overflow, and is masked anyway; a NaN stays NaN (the default
+        # clamp would make it a decay of 1).
         if SCORES_GIVEN:
             scores_m = ct.load(scores, (b, g, row_block, 0, 0), (1, 1, 1, BLOCK_M, BLOCK_M),
                                latency=latency)
@@ -145,7 +146,8 @@ def fused_state_out_kernel(
         else:
             scores_m = ct.mma(C_m, ct.transpose(B_m),
                               ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-        decay = ct.exp2(ct.minimum(dA_m - ct.transpose(dA_m), 0.0), flush_to_zero=True)
+        decay = ct.exp2(ct.minimum(dA_m - ct.transpose(dA_m), 0.0, propagate_nan=True),
+                        flush_to_zero=True)
         scores_m = ct.where(rows >= cols, scores_m * decay * ct.transpose(dt_m), 0.0)
         acc = ct.mma(scores_m.astype(x.dtype).astype(mma_dtype), x_m.astype(mma_dtype), acc)
 

@@ -126,7 +126,8 @@ def prepared_dt(dt, dt_bias=None, dt_softplus=False, dt_limit=(0.0, float("inf")
     if dt_bias is not None:
         dt = dt + to_numpy(dt_bias)
     if dt_softplus:
-        dt = np.where(dt <= 20.0, np.logaddexp(0.0, dt), dt)
+        with np.errstate(invalid="ignore"):        # a NaN dt stays NaN, as it should
+            dt = np.where(dt <= 20.0, np.logaddexp(0.0, dt), dt)
     return np.clip(dt, dt_limit[0], dt_limit[1])
 
 
