@@ -27,14 +27,9 @@ The kernel is :mod:`mamba2_tile.kernels.selective_state_update`; the float64 ref
 
 import torch
 
-from mamba2_tile.dispatch import launch
-from mamba2_tile.kernels.launching import cdiv, next_power_of_2, placeholder
-from mamba2_tile.kernels.selective_state_update import selective_state_update_kernel
+from mamba2_tile.kernels.selective_state_update import selective_state_update_launch
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-# The state tile a block holds is BLOCK_P x dstate float32 values; this bounds it.
-MAX_TILE_ELEMENTS = 4096
-
 
 def _check_tensor(name, value, shape, device, dtypes=FLOAT_DTYPES):
     if not isinstance(value, torch.Tensor):
@@ -46,16 +41,6 @@ def _check_tensor(name, value, shape, device, dtypes=FLOAT_DTYPES):
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(value.shape)}")
     if value.device != device:
         raise ValueError(f"{name} must be on {device} like x, got {value.device}")
-
-
-def _per_head(t, axes):
-    """When ``t`` is a stride-0 broadcast along ``axes``, the same memory seen with size 1
-    there (a view: nothing is copied); else None."""
-    if not all(t.stride(a) == 0 or t.shape[a] == 1 for a in axes):
-        return None
-    shape = [1 if a in axes else n for a, n in enumerate(t.shape)]
-    stride = [1 if a in axes else s for a, s in enumerate(t.stride())]
-    return t.as_strided(shape, stride)
 
 
 def _check_indices(indices, batch, slots, device):
@@ -125,29 +110,7 @@ def selective_state_update(state, x, dt, A, B, C, D=None, z=None, dt_bias=None,
     else:
         state_batch_indices = _check_indices(state_batch_indices, batch, slots, device)
 
-    dt_head = _per_head(dt, (2,))
-    A_head = _per_head(A, (1, 2))
-    if A_head is None and (A.stride(1) == 0 or A.stride(2) == 0):
-        A = A.contiguous()
-    bias_head = None if dt_bias is None else _per_head(dt_bias, (1,))
-    D_head = None if D is None else _per_head(D, (1,))
-
-    out = torch.empty(x.shape, dtype=x.dtype, device=device)
-    block_n = next_power_of_2(dstate)
-    block_p = max(1, min(next_power_of_2(headdim), MAX_TILE_ELEMENTS // block_n))
-    grid = (batch, nheads, cdiv(headdim, block_p))
-    args = (
-        state, x, dt if dt_head is None else dt_head, A if A_head is None else A_head, B, C,
-        placeholder(x) if D is None else (D if D_head is None else D_head),
-        placeholder(x) if z is None else z,
-        placeholder(x) if dt_bias is None else (dt_bias if bias_head is None else bias_head),
-        placeholder(torch.empty(0, dtype=torch.int32, device=device))
-        if state_batch_indices is None else state_batch_indices,
-        out,
-        block_p, block_n, nheads // ngroups,
-        dt_head is not None, bias_head is not None, A_head is not None, D_head is not None,
-        D is not None, z is not None, dt_bias is not None, state_batch_indices is not None,
-        dt_softplus,
-    )
-    launch(grid, selective_state_update_kernel, args)
+    launch, out = selective_state_update_launch(state, x, dt, A, B, C, D, z, dt_bias,
+                                                dt_softplus, state_batch_indices)
+    launch.run()
     return out

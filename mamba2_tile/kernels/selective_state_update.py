@@ -13,11 +13,16 @@ tensor as its one value per head and the ``*_PER_HEAD`` constant makes the kerne
 ``(1, 1)`` tile that broadcasts, so the broadcast is never materialised.
 """
 
+import torch
+
 from mamba2_tile.kernels.exp2 import LOG2E
+from mamba2_tile.kernels.launching import KernelLaunch, cdiv, next_power_of_2, placeholder
 from mamba2_tile.tile import ct
 
 # As mamba_ssm: above this softplus(dt) == dt to float32 precision, and exp would overflow.
 SOFTPLUS_THRESHOLD = 20.0
+# The state tile a block holds is BLOCK_P x dstate float32 values; this bounds it.
+MAX_TILE_ELEMENTS = 4096
 
 
 @ct.kernel
@@ -96,3 +101,47 @@ def selective_state_update_kernel(
         z_t = ct.reshape(z_t, (BLOCK_P, 1)).astype(ct.float32)
         y = y * z_t / (1.0 + ct.exp2(-z_t * LOG2E))
     ct.store(out, (b, h, pb), ct.reshape(y, (1, 1, BLOCK_P)).astype(out.dtype))
+
+
+def _per_head(t, axes):
+    """When ``t`` is a stride-0 broadcast along ``axes``, the same memory seen with size 1
+    there (a view: nothing is copied); else None."""
+    if not all(t.stride(a) == 0 or t.shape[a] == 1 for a in axes):
+        return None
+    shape = [1 if a in axes else n for a, n in enumerate(t.shape)]
+    stride = [1 if a in axes else s for a, s in enumerate(t.stride())]
+    return t.as_strided(shape, stride)
+
+
+def selective_state_update_launch(state, x, dt, A, B, C, D=None, z=None, dt_bias=None,
+                                  dt_softplus=False, state_batch_indices=None):
+    """Plan the launch for checked arguments (:mod:`mamba2_tile.decode`, int32 indices);
+    returns ``(KernelLaunch, out)``. Only an ``A`` broadcast along one of headdim / dstate is
+    copied (made contiguous)."""
+    batch, nheads, headdim = x.shape
+    ngroups, dstate = B.shape[1], B.shape[2]
+    dt_head = _per_head(dt, (2,))
+    A_head = _per_head(A, (1, 2))
+    if A_head is None and (A.stride(1) == 0 or A.stride(2) == 0):
+        A = A.contiguous()
+    bias_head = None if dt_bias is None else _per_head(dt_bias, (1,))
+    D_head = None if D is None else _per_head(D, (1,))
+
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    block_n = next_power_of_2(dstate)
+    block_p = max(1, min(next_power_of_2(headdim), MAX_TILE_ELEMENTS // block_n))
+    grid = (batch, nheads, cdiv(headdim, block_p))
+    no_indices = torch.empty(0, dtype=torch.int32, device=x.device)
+    args = (
+        state, x, dt if dt_head is None else dt_head, A if A_head is None else A_head, B, C,
+        placeholder(x) if D is None else (D if D_head is None else D_head),
+        placeholder(x) if z is None else z,
+        placeholder(x) if dt_bias is None else (dt_bias if bias_head is None else bias_head),
+        placeholder(no_indices) if state_batch_indices is None else state_batch_indices,
+        out,
+        block_p, block_n, nheads // ngroups,
+        dt_head is not None, bias_head is not None, A_head is not None, D_head is not None,
+        D is not None, z is not None, dt_bias is not None, state_batch_indices is not None,
+        bool(dt_softplus),
+    )
+    return KernelLaunch(grid, selective_state_update_kernel, args), out
