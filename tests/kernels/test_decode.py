@@ -37,7 +37,7 @@ def make_step(batch, nheads, headdim, ngroups, dstate, dtype, per_head=True, slo
 def run_both(args, **flags):
     np_args = {k: (to_numpy(v) if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
     if "state_batch_indices" in flags:
-        np_args["state_batch_indices"] = flags["state_batch_indices"].numpy()
+        np_args["state_batch_indices"] = flags["state_batch_indices"].cpu().numpy()
     y_ref, state_ref = reference(**{**np_args, **{k: v for k, v in flags.items()
                                                    if k != "state_batch_indices"}})
     state = args["state"].clone()
