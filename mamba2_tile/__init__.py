@@ -7,6 +7,8 @@ the picture, the data path and the notation; tests/test_architecture.py enforces
 
 core, the library
 * ``api``              ``mamba_chunk_scan_combined`` on torch tensors
+* ``decode``           ``selective_state_update``: the decode step, one token, state in place
+* ``reference_decode`` its float64 NumPy reference
 * ``reference``        float64 NumPy references: recurrence, quadratic form, chunked stages
 * ``torch_reference``  the chunked algorithm in plain PyTorch (baseline, float64 ground truth)
 * ``problem``          ``Problem``, the sizes of one call (with its label), and the argument
@@ -44,4 +46,8 @@ def __getattr__(name):
         from mamba2_tile.api import mamba_chunk_scan_combined
 
         return mamba_chunk_scan_combined
+    if name == "selective_state_update":
+        from mamba2_tile.decode import selective_state_update
+
+        return selective_state_update
     raise AttributeError(f"module 'mamba2_tile' has no attribute {name!r}")

@@ -16,7 +16,8 @@ import cuda.tile as ct
 from mamba2_tile.kernels import (DEFAULT_OPTIONS, ForwardOptions, FusedStateOutOptions,
                                  chunk_cumsum_launch, chunk_scores_launch, compute_out_launch,
                                  fused_state_out_launch, fwd_pass_state_launch,
-                                 segment_pass_launch, segment_states_launch)
+                                 segment_pass_launch, segment_states_launch,
+                                 selective_state_update_launch)
 
 
 @ct.kernel
@@ -183,6 +184,7 @@ def package_examples():
         launch = _fused_example(dtype, chunk_size, full, options, headdim, dstate)
         yield f"fused_state_out[{tag}]", launch.kernel, launch.args
     yield from _sequence_parallel_examples()
+    yield from _decode_examples()
     # D of shape (nheads,): the other branch of compute_out.
     x = torch.zeros(1, 70, 4, 64, dtype=torch.bfloat16)
     B = torch.zeros(1, 70, 1, 128, dtype=torch.bfloat16)
@@ -190,3 +192,27 @@ def package_examples():
     chunk_states = torch.zeros(1, 4, 2, 64, 128)
     launch, _ = compute_out_launch(x, dA_cumsum, dA_cumsum, B, B, chunk_states, D=torch.zeros(4))
     yield "compute_out[bfloat16-chunk64-D_per_head-n128]", launch.kernel, launch.args
+
+
+def _decode_examples():
+    """The decode step: mamba_ssm Mamba2's per-head broadcasts with every option (bf16, 8 groups,
+    state_batch_indices), and full tensors with none (fp32, padded headdim / dstate)."""
+    batch, nheads = 4, 16
+    for tag, dtype, headdim, dstate, ngroups, full in [
+        ("bfloat16-per-head-p64-n128-g8", torch.bfloat16, 64, 128, 8, True),
+        ("float32-bare-p80-n48-g1", torch.float32, 80, 48, 1, False),
+    ]:
+        x = torch.zeros(batch, nheads, headdim, dtype=dtype)
+        if full:
+            dt = torch.zeros(batch, nheads, 1, dtype=dtype).expand(batch, nheads, headdim)
+            A = torch.zeros(nheads, 1, 1).expand(nheads, headdim, dstate)
+            D = dt_bias = torch.zeros(nheads, 1).expand(nheads, headdim)
+            z, indices = x, torch.zeros(batch, dtype=torch.int32)
+        else:
+            dt, A = torch.zeros(batch, nheads, headdim), torch.zeros(nheads, headdim, dstate)
+            D = z = dt_bias = indices = None
+        state = torch.zeros(batch, nheads, headdim, dstate, dtype=dtype)
+        B = torch.zeros(batch, ngroups, dstate, dtype=dtype)
+        launch, _ = selective_state_update_launch(state, x, dt, A, B, B, D, z, dt_bias, full,
+                                                  indices)
+        yield f"selective_state_update[{tag}]", launch.kernel, launch.args

@@ -10,6 +10,7 @@
     segment_states  (x, B, dt, dA_cumsum) -> each segment's state    sequence parallelism:
     segment_pass    segment states -> state entering each segment    the fused kernel then runs
                                                                     one block per segment
+    selective_state_update  (state, x, dt, B, C) -> y, state in place  the decode step
 
 :func:`mamba2_tile.api.mamba_chunk_scan_combined` chains stage 1 with stages 2 and 3, or with the
 fused kernel, cut into segments run in parallel when batch x heads is small
@@ -27,6 +28,7 @@ from mamba2_tile.kernels.options import (DEFAULT_OPTIONS, ChunkCumsumOptions, Co
                                          FwdPassStateOptions, KernelOptions)
 from mamba2_tile.kernels.segment_pass import segment_pass, segment_pass_launch
 from mamba2_tile.kernels.segment_states import segment_states, segment_states_launch
+from mamba2_tile.kernels.selective_state_update import selective_state_update_launch
 from mamba2_tile.kernels.sequence_parallel import sequence_parallel_state_out
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "segment_states", "segment_states_launch",
     "segment_pass", "segment_pass_launch",
     "sequence_parallel_state_out",
+    "selective_state_update_launch",
     "ForwardOptions", "KernelOptions", "ChunkCumsumOptions", "FwdPassStateOptions",
     "ComputeOutOptions", "FusedStateOutOptions", "DEFAULT_OPTIONS",
 ]

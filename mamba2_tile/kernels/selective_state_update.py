@@ -1,0 +1,147 @@
+"""The decode step: one token through the SSM, updating the cached state in place.
+
+Reference: :func:`mamba2_tile.reference_decode.selective_state_update`. One block handles one
+batch entry, one head and ``BLOCK_P`` of its channels: it reads that ``(BLOCK_P, dstate)`` slice
+of the state, decays it by ``exp(dt A)``, adds ``(dt x) ⊗ B``, writes it back over itself and
+reads the output out with ``C``. The step streams the state once in and once out and does a few
+FLOPs per element, so it is memory-bound: the kernel is one load and one store of the state
+tile, with every other operand a small vector.
+
+mamba_ssm's ``Mamba2`` passes ``dt``, ``dt_bias``, ``A`` and ``D`` as stride-0 broadcasts of one
+value per head (``(b, h) -> (b, h, p)``, ``(h,) -> (h, p, n)``); the launcher passes such a
+tensor as its one value per head and the ``*_PER_HEAD`` constant makes the kernel load a
+``(1, 1)`` tile that broadcasts, so the broadcast is never materialised.
+"""
+
+import torch
+
+from mamba2_tile.kernels.exp2 import LOG2E
+from mamba2_tile.kernels.launching import KernelLaunch, cdiv, next_power_of_2, placeholder
+from mamba2_tile.tile import ct
+
+# As mamba_ssm: above this softplus(dt) == dt to float32 precision, and exp would overflow.
+SOFTPLUS_THRESHOLD = 20.0
+# The state tile a block holds is BLOCK_P x dstate float32 values; this bounds it.
+MAX_TILE_ELEMENTS = 4096
+
+
+@ct.kernel
+def selective_state_update_kernel(
+    state,                        # (slots, nheads, headdim, dstate), read and written in place
+    x, dt, A, B, C,               # (b, h, p), (b, h, p | 1), (h, p | 1, n | 1), (b, g, n) x2
+    D, z, dt_bias,                # (h, p | 1), (b, h, p), (h, p | 1); placeholders when absent
+    state_batch_indices,          # (b,) int32: the row of state for each batch entry
+    out,                          # (b, h, p)
+    BLOCK_P: ct.Constant[int],
+    BLOCK_N: ct.Constant[int],
+    HEADS_PER_GROUP: ct.Constant[int],
+    DT_PER_HEAD: ct.Constant[bool],
+    DT_BIAS_PER_HEAD: ct.Constant[bool],
+    A_PER_HEAD: ct.Constant[bool],
+    D_PER_HEAD: ct.Constant[bool],
+    HAS_D: ct.Constant[bool],
+    HAS_Z: ct.Constant[bool],
+    HAS_DT_BIAS: ct.Constant[bool],
+    HAS_INDICES: ct.Constant[bool],
+    DT_SOFTPLUS: ct.Constant[bool],
+):
+    b = ct.bid(0)
+    h = ct.bid(1)
+    pb = ct.bid(2)
+    g = h // HEADS_PER_GROUP
+    zero = ct.PaddingMode.ZERO
+
+    row = b
+    if HAS_INDICES:
+        row = ct.load(state_batch_indices, (b,), ())
+
+    # Channels past headdim and state entries past dstate load as 0 and are never stored.
+    h_tile = ct.load(state, (row, h, pb, 0), (1, 1, BLOCK_P, BLOCK_N), padding_mode=zero)
+    h_tile = ct.reshape(h_tile, (BLOCK_P, BLOCK_N)).astype(ct.float32)
+    x_t = ct.load(x, (b, h, pb), (1, 1, BLOCK_P), padding_mode=zero)
+    x_t = ct.reshape(x_t, (BLOCK_P, 1)).astype(ct.float32)
+
+    if DT_PER_HEAD:
+        dt_t = ct.reshape(ct.load(dt, (b, h, 0), (1, 1, 1)), (1, 1)).astype(ct.float32)
+    else:
+        dt_t = ct.load(dt, (b, h, pb), (1, 1, BLOCK_P), padding_mode=zero)
+        dt_t = ct.reshape(dt_t, (BLOCK_P, 1)).astype(ct.float32)
+    if HAS_DT_BIAS:
+        if DT_BIAS_PER_HEAD:
+            bias = ct.reshape(ct.load(dt_bias, (h, 0), (1, 1)), (1, 1))
+        else:
+            bias = ct.load(dt_bias, (h, pb), (1, BLOCK_P), padding_mode=zero)
+            bias = ct.reshape(bias, (BLOCK_P, 1))
+        dt_t = dt_t + bias.astype(ct.float32)
+    if DT_SOFTPLUS:
+        dt_t = ct.where(dt_t <= SOFTPLUS_THRESHOLD,
+                        ct.log(1.0 + ct.exp2(dt_t * LOG2E)), dt_t)
+
+    if A_PER_HEAD:
+        A_t = ct.reshape(ct.load(A, (h, 0, 0), (1, 1, 1)), (1, 1)).astype(ct.float32)
+    else:
+        A_t = ct.load(A, (h, pb, 0), (1, BLOCK_P, BLOCK_N), padding_mode=zero)
+        A_t = ct.reshape(A_t, (BLOCK_P, BLOCK_N)).astype(ct.float32)
+    B_t = ct.reshape(ct.load(B, (b, g, 0), (1, 1, BLOCK_N), padding_mode=zero), (1, BLOCK_N))
+    C_t = ct.reshape(ct.load(C, (b, g, 0), (1, 1, BLOCK_N), padding_mode=zero), (1, BLOCK_N))
+
+    h_tile = ct.exp2(dt_t * A_t * LOG2E) * h_tile + (dt_t * x_t) * B_t.astype(ct.float32)
+    ct.store(state, (row, h, pb, 0),
+             ct.reshape(h_tile, (1, 1, BLOCK_P, BLOCK_N)).astype(state.dtype))
+
+    y = ct.sum(h_tile * C_t.astype(ct.float32), axis=1, keepdims=True)      # (BLOCK_P, 1)
+    if HAS_D:
+        if D_PER_HEAD:
+            D_t = ct.reshape(ct.load(D, (h, 0), (1, 1)), (1, 1))
+        else:
+            D_t = ct.reshape(ct.load(D, (h, pb), (1, BLOCK_P), padding_mode=zero), (BLOCK_P, 1))
+        y = y + D_t.astype(ct.float32) * x_t
+    if HAS_Z:
+        z_t = ct.load(z, (b, h, pb), (1, 1, BLOCK_P), padding_mode=zero)
+        z_t = ct.reshape(z_t, (BLOCK_P, 1)).astype(ct.float32)
+        y = y * z_t / (1.0 + ct.exp2(-z_t * LOG2E))
+    ct.store(out, (b, h, pb), ct.reshape(y, (1, 1, BLOCK_P)).astype(out.dtype))
+
+
+def _per_head(t, axes):
+    """When ``t`` is a stride-0 broadcast along ``axes``, the same memory seen with size 1
+    there (a view: nothing is copied); else None."""
+    if not all(t.stride(a) == 0 or t.shape[a] == 1 for a in axes):
+        return None
+    shape = [1 if a in axes else n for a, n in enumerate(t.shape)]
+    stride = [1 if a in axes else s for a, s in enumerate(t.stride())]
+    return t.as_strided(shape, stride)
+
+
+def selective_state_update_launch(state, x, dt, A, B, C, D=None, z=None, dt_bias=None,
+                                  dt_softplus=False, state_batch_indices=None):
+    """Plan the launch for checked arguments (:mod:`mamba2_tile.decode`, int32 indices);
+    returns ``(KernelLaunch, out)``. Only an ``A`` broadcast along one of headdim / dstate is
+    copied (made contiguous)."""
+    batch, nheads, headdim = x.shape
+    ngroups, dstate = B.shape[1], B.shape[2]
+    dt_head = _per_head(dt, (2,))
+    A_head = _per_head(A, (1, 2))
+    if A_head is None and (A.stride(1) == 0 or A.stride(2) == 0):
+        A = A.contiguous()
+    bias_head = None if dt_bias is None else _per_head(dt_bias, (1,))
+    D_head = None if D is None else _per_head(D, (1,))
+
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    block_n = next_power_of_2(dstate)
+    block_p = max(1, min(next_power_of_2(headdim), MAX_TILE_ELEMENTS // block_n))
+    grid = (batch, nheads, cdiv(headdim, block_p))
+    no_indices = torch.empty(0, dtype=torch.int32, device=x.device)
+    args = (
+        state, x, dt if dt_head is None else dt_head, A if A_head is None else A_head, B, C,
+        placeholder(x) if D is None else (D if D_head is None else D_head),
+        placeholder(x) if z is None else z,
+        placeholder(x) if dt_bias is None else (dt_bias if bias_head is None else bias_head),
+        placeholder(no_indices) if state_batch_indices is None else state_batch_indices,
+        out,
+        block_p, block_n, nheads // ngroups,
+        dt_head is not None, bias_head is not None, A_head is not None, D_head is not None,
+        D is not None, z is not None, dt_bias is not None, state_batch_indices is not None,
+        bool(dt_softplus),
+    )
+    return KernelLaunch(grid, selective_state_update_kernel, args), out
