@@ -92,3 +92,15 @@ def test_wrong_quadratic_fails_with_positions_and_hint(wrong, hint, capsys):
     assert check_ssd_quadratic_single_head(wrong) is False
     out = capsys.readouterr().out
     assert "❌" in out and "   at [" in out and hint in out
+
+
+def zero_above_segsum(a):
+    """The right lower triangle, but 0 (not -inf) for the future: the hint must name the
+    upper triangle, not the way the lower one was computed (issue #16, item 1)."""
+    return np.where(np.isfinite(segsum(a)), segsum(a), 0.0)
+
+
+def test_zero_above_the_diagonal_is_named(capsys):
+    assert check_segsum(zero_above_segsum) is False
+    out = capsys.readouterr().out
+    assert "above the diagonal" in out and "cumsum[t] - cumsum[s]" not in out

@@ -33,6 +33,12 @@ def _segsum_hint(got, a):
     T = a.shape[-1]
     if got.shape != a.shape + (T,):
         return "segsum adds one axis: a of shape (..., T) gives (..., T, T), indexed [..., t, s]."
+    # The upper triangle first: a wrong future (0 instead of -inf) says nothing about how the
+    # lower triangle was computed, and the lower-triangle tests below would name a wrong cause.
+    upper = np.broadcast_to(np.triu(np.ones((T, T), dtype=bool), k=1), got.shape)
+    if not np.isnan(got).any() and not np.all(got[upper] == -np.inf):
+        return ("above the diagonal (s > t, the future) every entry must be -inf, "
+                "so that exp(segsum) is 0 there.")
     prefix = np.cumsum(a, axis=-1)
     if _close_on_lower(got, prefix[..., :, None] - prefix[..., None, :]) or np.isnan(got).any():
         return ("the segments must be summed directly (mask the terms, then cumsum), not as "
@@ -42,10 +48,6 @@ def _segsum_hint(got, a):
     if _close_on_lower(got, inclusive):
         return ("the segment for (t, s) starts *after* s: a[s+1] + ... + a[t], so the "
                 "diagonal is 0 (no decay from a token to itself).")
-    upper = np.broadcast_to(np.triu(np.ones((T, T), dtype=bool), k=1), got.shape)
-    if not np.all(got[upper] == -np.inf):
-        return ("above the diagonal (s > t, the future) every entry must be -inf, "
-                "so that exp(segsum) is 0 there.")
     return "segsum(a)[..., t, s] = a[s+1] + ... + a[t] for t >= s, -inf above the diagonal."
 
 
