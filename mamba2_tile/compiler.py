@@ -32,8 +32,26 @@ _MAX_SPECIALISED_NDIM = 5
 _ALIGN = 16  # bytes
 
 
+# What `CompileError.summary` says where cuda-tile is absent (it has no macOS wheel, for one).
+NO_COMPILER = ("cuda-tile is not installed, so kernels are not compiled to cubins here "
+               "and their registers and shared memory are not known")
+_NO_COMPILER_DETAIL = (
+    f"{NO_COMPILER}.\n"
+    "cuda-tile ships wheels for Linux (x86_64, aarch64) and Windows only; there, "
+    "`pip install cuda-tile[tileiras]` brings its compiler, which needs no GPU.\n"
+    "Without it every kernel still runs, on the CPU tile interpreter (mamba2_tile.interpreter).")
+
+
 class CompileError(RuntimeError):
-    """The cuTile compiler rejected a kernel; the message says which and why."""
+    """A kernel was not compiled: the compiler rejected it, or there is no compiler.
+
+    `summary` is one line, fit to print after a label ("not compiled: ..."); `str(err)` is the
+    whole story: which kernel, for which target, and the compiler's message with the source line.
+    """
+
+    def __init__(self, summary: str, detail: str | None = None):
+        super().__init__(detail if detail is not None else summary)
+        self.summary = " ".join(summary.split())  # one line, whatever the compiler wrote
 
 
 def compiler_available() -> bool:
@@ -84,8 +102,7 @@ def compile_kernel(kernel, args, target: str = "sm_90", *, use_cache: bool = Fal
     so the time reported is a real compilation and nothing is written to disk.
     """
     if not compiler_available():
-        raise CompileError("compiling needs the cuda-tile package (`pip install cuda-tile`), "
-                           "which is not installed here")
+        raise CompileError(NO_COMPILER, _NO_COMPILER_DETAIL)
     from cuda.tile._cext import default_tile_context
     from cuda.tile.compilation import CallingConvention, KernelSignature, export_kernel
 
@@ -105,7 +122,8 @@ def compile_kernel(kernel, args, target: str = "sm_90", *, use_cache: bool = Fal
     try:
         export_kernel(kernel, [signature], out, gpu_code=target, output_format="cubin")
     except Exception as err:
-        raise CompileError(f"cuTile could not compile kernel '{name}' for {target}:\n"
+        raise CompileError(_error_summary(err),
+                           f"cuTile could not compile kernel '{name}' for {target}:\n"
                            f"{type(err).__name__}: {err}") from err
     finally:
         config.cache_dir = saved_cache_dir
@@ -114,6 +132,14 @@ def compile_kernel(kernel, args, target: str = "sm_90", *, use_cache: bool = Fal
     cubin = out.getvalue()
     registers, shared = _resource_usage(cubin, signature.symbol)
     return CompiledKernel(name, target, signature.symbol, cubin, seconds, registers, shared)
+
+
+def _error_summary(err: Exception) -> str:
+    """'TypeCheckingError at line 55: Expect shape ...': the compiler's first line, and where."""
+    lines = [line for line in str(err).splitlines() if line.strip()]
+    line = getattr(getattr(err, "loc", None), "line", None)  # cuTile's errors carry a source Loc
+    where = f" at line {line}" if isinstance(line, int) else ""
+    return f"{type(err).__name__}{where}" + (f": {lines[0]}" if lines else "")
 
 
 def _kernel_name(kernel) -> str:

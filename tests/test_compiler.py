@@ -6,6 +6,8 @@ package's kernels take 0.3-28 s each (the compiler, `tileiras`, is nearly all of
 per target for all of `compile_kernels.package_examples()`.
 """
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -63,6 +65,18 @@ def test_compile_error_names_the_kernel_and_the_problem():
     assert "broken_mma" in message and "sm_90" in message
     assert "2D" in message  # the compiler's own explanation
     assert "ct.mma(t, t, t)" in message  # and the offending source line
+
+
+def test_compile_error_summary_is_one_line_with_the_problem_and_its_line():
+    x = np.zeros(64, np.float32)
+    with pytest.raises(CompileError) as info:
+        compile_kernel(kernels.broken_mma, (x, x, 16))
+    source = Path(kernels.__file__).read_text().splitlines()
+    line = next(i for i, text in enumerate(source, 1) if "ct.mma(t, t, t)" in text)
+    summary = info.value.summary
+    assert "\n" not in summary
+    assert f" at line {line}: " in summary and "2D" in summary
+    assert summary.split(" at line")[0] in str(info.value)  # the error's type, in both
 
 
 def test_wrong_number_of_arguments_is_explained():

@@ -40,3 +40,20 @@ def test_the_two_dependency_lists_agree():
 def test_cuda_tile_is_limited_to_platforms_with_wheels():
     (marker,) = [m for name, _, m in pyproject_requirements() if name == "cuda-tile"]
     assert "darwin" not in marker and "linux" in marker and "win32" in marker
+
+
+def test_the_environment_without_cutile_gets_every_other_requirement():
+    try:  # tests/ is a plain directory on sys.path, or a package if it gains an __init__.py
+        from requirements_without_cutile import requirements_without_cutile
+    except ImportError:
+        from tests.requirements_without_cutile import requirements_without_cutile
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    dependencies, dev = project["dependencies"], project["optional-dependencies"]["dev"]
+    # How the installed metadata spells them: each extra's requirements carry `extra == "..."`.
+    metadata = dependencies + [f'{r}; extra == "dev"' for r in dev] + ['sphinx>=7; extra == "docs"']
+    kept = requirements_without_cutile(metadata)
+    assert kept == [r for r in dependencies if normalise(r)[0] != "cuda-tile"] + dev
+    assert len(kept) == len(dependencies) - 1 + len(dev)
+    with pytest.raises(ValueError, match="only `extra"):
+        requirements_without_cutile(['x; extra == "dev" and sys_platform == "linux"'])

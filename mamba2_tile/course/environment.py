@@ -5,7 +5,8 @@
     env.runs_on_gpu       # True: kernels compile with cuTile and run on the GPU
 
 Every probe is defensive: a machine without torch, without a CUDA GPU or without cuda-tile gets
-a summary saying so, never an exception. Nothing is probed on import; the compiler is looked up
+a summary saying so, never an exception. Without cuda-tile it also says what the course skips
+there: compiling kernels to cubins and reading their registers. Nothing is probed on import; the compiler is looked up
 only when ``detect_environment`` is called, the same way cuTile looks it up before compiling.
 
 The GPU-or-interpreter rule is the one ``mamba2_tile.dispatch`` applies to every launch (a GPU
@@ -19,6 +20,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from mamba2_tile.compiler import NO_COMPILER
 from mamba2_tile.dispatch import FORCE_ENV, interpret_forced
 
 GPU_PATH = "kernels run on the GPU through cuTile"
@@ -61,6 +63,10 @@ class Environment:
         if self.runs_on_gpu and self.tileiras_path is None:
             lines.append("   Warning: without tileiras no kernel can compile; "
                          "`pip install cuda-tile[tileiras]` provides it.")
+        if self.cutile_version is None:
+            lines += [f"   Skipped: {NO_COMPILER}.",
+                      "   (cuda-tile ships wheels for Linux and Windows only. Every kernel still "
+                      "runs, with the same results.)"]
         return "\n".join(lines)
 
     __str__ = summary

@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from mamba2_tile import dispatch
+from mamba2_tile.compiler import NO_COMPILER
 from mamba2_tile.course import environment
 from mamba2_tile.course.environment import GPU_PATH, INTERPRETER_PATH, Environment, detect_environment
 
@@ -53,6 +54,21 @@ def test_gpu_without_cutile_takes_the_interpreter_path():
     assert env.path == INTERPRETER_PATH
     assert "not importable (ModuleNotFoundError" in str(env)
     assert "(cuTile is not installed)" in str(env)
+
+
+def test_without_cutile_the_summary_says_once_what_is_skipped_and_why():
+    text = str(make(gpu_name=None, compute_capability=None, cutile_version=None,
+                    cutile_problem="ModuleNotFoundError: No module named 'cuda'",
+                    tileiras_path=None, tileiras_version=None))
+    assert text.count(NO_COMPILER) == 1
+    assert "cubins" in text and "registers" in text                # what is skipped
+    assert "wheels for Linux and Windows only" in text             # why
+    assert "same results" in text
+
+
+def test_with_cutile_nothing_is_said_to_be_skipped():
+    for env in (make(), make(gpu_name=None, compute_capability=None)):
+        assert "Skipped" not in str(env) and NO_COMPILER not in str(env)
 
 
 def test_forcing_the_interpreter_is_reported():

@@ -8,8 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from mamba2_tile.compiler import NO_COMPILER, CompileError, compile_kernel, compiler_available
 from mamba2_tile.interpreter import api
 from mamba2_tile.tile import ct
 
@@ -32,7 +34,7 @@ def test_ct_is_real_cutile_or_the_fallback():
         assert ct is api
 
 
-@pytest.mark.skipif(bool(os.environ.get(BLOCKED)), reason="already running without cuda-tile")
+@pytest.mark.skipif(ct is api, reason="already running without cuda-tile")
 def test_suite_passes_without_cutile():
     env = {**os.environ, BLOCKED: "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
@@ -47,3 +49,29 @@ def test_fallback_launch_explains_it_needs_a_gpu():
         api.launch(None, (1,), None, ())
     with pytest.raises(TypeError, match="cannot be called directly"):
         api.kernel(lambda: None)()
+
+
+@ct.kernel
+def copy_kernel(x, out, TILE: ct.Constant[int]):
+    ct.store(out, index=(ct.bid(0),), tile=ct.load(x, index=(ct.bid(0),), shape=(TILE,)))
+
+
+def test_compiling_without_cutile_says_what_is_skipped_in_one_line(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cuda.tile", None)  # as where cuda-tile has no wheel
+    monkeypatch.setitem(sys.modules, "cuda.tile.compilation", None)
+    assert not compiler_available()
+    x = np.zeros(8, np.float32)
+    with pytest.raises(CompileError) as info:
+        compile_kernel(copy_kernel, (x, x, 8), target="sm_90")
+    assert info.value.summary == NO_COMPILER and "\n" not in NO_COMPILER
+    assert "cubins" in NO_COMPILER and "registers" in NO_COMPILER
+    detail = str(info.value)
+    assert detail.startswith(NO_COMPILER)
+    assert "pip install cuda-tile[tileiras]" in detail and "interpreter" in detail
+
+
+def test_compile_error_summary_is_one_line_and_str_the_detail():
+    err = CompileError("TypeCheckingError at line 3: bad\n  shape", "kernel 'k' for sm_90:\nfull text")
+    assert err.summary == "TypeCheckingError at line 3: bad shape"
+    assert str(err) == "kernel 'k' for sm_90:\nfull text"
+    assert str(CompileError("only a summary")) == CompileError("only a summary").summary
