@@ -10,6 +10,12 @@
     segment_states  (x, B, dt, dA_cumsum) -> each segment's state    sequence parallelism:
     segment_pass    segment states -> state entering each segment    the fused kernel then runs
                                                                     one block per segment
+    varlen_states   (x, B, dt, dA_cumsum, kept states) -> each       return_varlen_states
+                    packed sequence's last state
+
+Every kernel that carries a state takes an optional ``seq_idx`` (packed sequences: the state is
+reset where it changes), read and applied by the tile functions of
+:mod:`mamba2_tile.kernels.packing`.
 
 :func:`mamba2_tile.api.mamba_chunk_scan_combined` chains stage 1 with stages 2 and 3, or with the
 fused kernel, cut into segments run in parallel when batch x heads is small
@@ -28,6 +34,7 @@ from mamba2_tile.kernels.options import (DEFAULT_OPTIONS, ChunkCumsumOptions, Co
 from mamba2_tile.kernels.segment_pass import segment_pass, segment_pass_launch
 from mamba2_tile.kernels.segment_states import segment_states, segment_states_launch
 from mamba2_tile.kernels.sequence_parallel import sequence_parallel_state_out
+from mamba2_tile.kernels.varlen_states import varlen_states, varlen_states_launch
 
 __all__ = [
     "chunk_cumsum", "chunk_cumsum_launch",
@@ -38,6 +45,7 @@ __all__ = [
     "segment_states", "segment_states_launch",
     "segment_pass", "segment_pass_launch",
     "sequence_parallel_state_out",
+    "varlen_states", "varlen_states_launch",
     "ForwardOptions", "KernelOptions", "ChunkCumsumOptions", "FwdPassStateOptions",
     "ComputeOutOptions", "FusedStateOutOptions", "DEFAULT_OPTIONS",
 ]
