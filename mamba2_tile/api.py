@@ -14,8 +14,19 @@ through real cuTile; CPU tensors run the very same kernels on the course's CPU t
 
 Validation. Every argument is checked before anything runs, and errors name the argument:
 ``TypeError`` for a wrong kind of object or dtype, ``ValueError`` for a wrong shape, device,
-layout or value. Unlike mamba_ssm, which silently copies, non-contiguous tensors are *refused*
-(a hidden copy of ``x`` costs as much memory traffic as a kernel): call ``.contiguous()``.
+layout or value.
+
+Views. Every tensor may be a strided view, and none is copied: cuTile arrays carry their
+strides, and the kernels load tiles through them (the interpreter reads the same views through
+NumPy). So ``x, B, C = torch.split(xBC, ...)`` of one fused projection, ``z`` and ``dt`` cut from
+the same ``zxbcdt``, and stride-0 broadcasts (``A``, ``D``, ``dt_bias`` expanded from a
+per-head value, ``initial_states`` expanded over the batch) run as they are, where mamba_ssm
+copies ``x``, ``z``, ``B``, ``C`` or ``D`` whose last dimension is not contiguous. What a layout
+costs instead is speed: a view whose last dimension is contiguous and whose other strides are
+multiples of 16 bytes (``torch.split`` of a bfloat16 projection whose widths are multiples of 8,
+say) is loaded as fast as a contiguous tensor (the compiler specialises each launch on its
+strides); any other layout takes slower loads, and a ``.contiguous()`` copy pays off for a
+tensor used many times. The outputs (``y``, the states) are always new contiguous tensors.
 
 Numerics (what the tests hold the kernels to, see ``mamba2_tile.tolerances``): all
 accumulation is float32; tensor-core operands are rounded to the input dtype, as in mamba_ssm,
@@ -56,7 +67,8 @@ def _dtype_names(dtypes):
 
 
 def _check_tensors(tensors):
-    """Type, dtype, contiguity and device of every tensor argument; returns the device."""
+    """Type, dtype and device of every tensor argument (any strides: module doc, Views);
+    returns the device."""
     device_of = {}
     for name, value in tensors:
         if value is None:
@@ -67,11 +79,6 @@ def _check_tensors(tensors):
                    INDEX_DTYPES.get(name, PARAM_DTYPES))
         if value.dtype not in allowed:
             raise TypeError(f"{name} must have dtype {_dtype_names(allowed)}, got {value.dtype}")
-        if not value.is_contiguous():
-            raise ValueError(
-                f"{name} must be contiguous (got strides {tuple(value.stride())}); "
-                f"pass {name}.contiguous()"
-            )
         device_of.setdefault(value.device, name)
     if len(device_of) > 1:
         (first, a), (second, b) = list(device_of.items())[:2]

@@ -182,5 +182,13 @@ def _copy_back(originals, copies):
     if isinstance(originals, (tuple, list)):
         for original, copy in zip(originals, copies):
             _copy_back(original, copy)
-    elif hasattr(originals, "is_cuda"):
+    elif hasattr(originals, "is_cuda") and not _broadcast(originals):
         originals.copy_(copies)
+
+
+def _broadcast(tensor):
+    """A stride-0 view (``expand``): several elements share memory, so it cannot be written
+    to, nor be a kernel's output; it is only ever read."""
+    if not hasattr(tensor, "stride"):
+        return False
+    return any(stride == 0 and size > 1 for stride, size in zip(tensor.stride(), tensor.shape))

@@ -175,6 +175,24 @@ def _packed_examples():
         yield f"{name}[packed]", launch.kernel, launch.args
 
 
+def _view_examples():
+    """The cumsum and the fused kernel on views of one fused projection, as a Mamba-2 layer
+    passes them, and stride-0 per-head parameters (never run, only compiled)."""
+    batch, seqlen, nheads, headdim, ngroups, dstate, chunk_size = 1, 131, 4, 64, 1, 128, 64
+    dim, bc = nheads * headdim, ngroups * dstate
+    zxbcdt = torch.zeros(batch, seqlen, 2 * dim + 2 * bc + nheads, dtype=torch.bfloat16)
+    z, x, B, C, dt = torch.split(zxbcdt, [dim, dim, bc, bc, nheads], dim=-1)
+    x, z = x.unflatten(-1, (nheads, headdim)), z.unflatten(-1, (nheads, headdim))
+    B, C = B.unflatten(-1, (ngroups, dstate)), C.unflatten(-1, (ngroups, dstate))
+    per_head = torch.zeros(1).expand(nheads)
+    cumsum, (dA_cumsum, dt_c) = chunk_cumsum_launch(dt, per_head, chunk_size, dt_bias=per_head,
+                                                    dt_softplus=True)
+    fused, _ = fused_state_out_launch(x, dt_c, dA_cumsum, B, C, D=per_head, z=z,
+                                      options=DEFAULT_OPTIONS.fused_state_out)
+    for name, launch in [("chunk_cumsum", cumsum), ("fused_state_out", fused)]:
+        yield f"{name}[views]", launch.kernel, launch.args
+
+
 def package_examples():
     """Yield ``(name, kernel, args)`` for representative configurations of every kernel.
 
@@ -215,6 +233,7 @@ def package_examples():
         yield f"fused_state_out[{tag}]", launch.kernel, launch.args
     yield from _sequence_parallel_examples()
     yield from _packed_examples()
+    yield from _view_examples()
     # D of shape (nheads,): the other branch of compute_out.
     x = torch.zeros(1, 70, 4, 64, dtype=torch.bfloat16)
     B = torch.zeros(1, 70, 1, 128, dtype=torch.bfloat16)

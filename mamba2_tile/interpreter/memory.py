@@ -2,8 +2,9 @@
 
 An `Array` wraps the NumPy array a kernel argument lives in. NumPy arrays are used in
 place; CPU torch tensors are viewed through `.numpy()` (shared memory, so stores land in
-the tensor), except bfloat16 tensors, which NumPy cannot hold: they are copied into a
-float32 working array and copied back when the launch ends (`Array.write_back`).
+the tensor; any strides, stride 0 included), except bfloat16 tensors, which NumPy cannot
+hold: they are copied into a float32 working array and, if the kernel stored into them, copied
+back when the launch ends (`Array.write_back`).
 
 `load`/`store` address the array's *tile space*: index `(i, j)` with tile shape `(tm, tn)`
 means elements `[i*tm:(i+1)*tm, j*tn:(j+1)*tn]` of the array with its axes permuted by
@@ -30,6 +31,7 @@ class Array:
         self.data = data
         self.dtype = dtype
         self._write_back = write_back
+        self.written = False        # set by store / scatter: only then is there a write-back
 
     @property
     def shape(self):
@@ -45,7 +47,9 @@ class Array:
         return self.data.ndim
 
     def write_back(self):
-        if self._write_back is not None:
+        # An array only read is left alone: it may be a view that cannot be written, such as a
+        # stride-0 broadcast input.
+        if self._write_back is not None and self.written:
             self._write_back(self.data)
 
     def slice(self, *args, **kwargs):
@@ -179,6 +183,7 @@ def store(array, index, tile, *, order="C", check_bounds=True, latency=None, all
     view, region = _tile_region(array, index, values.shape, order, "store")
     inside = tuple(slice(0, s.stop - s.start) for s in region)
     view[region] = round_to(values[inside], array.dtype)
+    array.written = True
 
 
 def num_tiles(array, /, axis, shape, order="C"):
@@ -232,3 +237,4 @@ def scatter(array, indices, value, /, *, mask=None, check_bounds=True, latency=N
     value = _cast_for_store(value, array, "scatter")
     values = np.broadcast_to(value.data, valid.shape)
     array.data[tuple(idx[valid] for idx in arrays)] = round_to(values[valid], array.dtype)
+    array.written = True

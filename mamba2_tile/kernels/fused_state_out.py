@@ -253,7 +253,7 @@ def fused_state_out_launch(x, dt, dA_cumsum, B, C, initial_states=None, D=None, 
     batch, _, nheads, headdim = x.shape
     dstate = B.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
-    y = torch.empty_like(x)
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)    # contiguous, whatever x's strides
     final_states = torch.empty(batch, nheads, headdim, dstate, dtype=torch.float32,
                                device=x.device)
     block_m, block_p = fused_tiles(headdim, dstate, chunk_size, options)
