@@ -170,7 +170,8 @@ def _check_packing_values(seq_idx, cu_seqlens, seqlen):
     synchronisation, some microseconds on a GPU). Skipped while a CUDA graph is being captured,
     where nothing can be copied back: the kernels then trust the values.
     """
-    if seq_idx is not None and seq_idx.is_cuda and torch.cuda.is_current_stream_capturing():
+    given = seq_idx if seq_idx is not None else cu_seqlens
+    if given.is_cuda and torch.cuda.is_current_stream_capturing():
         return
     checks = []
     if seq_idx is not None:
