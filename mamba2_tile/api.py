@@ -211,7 +211,8 @@ def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bia
                               return_final_states=False, return_varlen_states=False):
     """Mamba-2's SSD layer, forward pass, with cuTile kernels.
 
-    Args (``b`` batch, ``l`` seqlen, ``h`` nheads, ``p`` headdim, ``g`` ngroups, ``n`` dstate):
+    Args (``b`` batch, ``l`` seqlen, ``h`` nheads, ``p`` headdim, ``g`` ngroups, ``n`` dstate;
+    any tensor may be a strided or stride-0 view, never copied: module doc, Views):
         x: (b, l, h, p), float32 / float16 / bfloat16.
         dt: (b, l, h), float; becomes ``clamp(softplus(dt + dt_bias), *dt_limit)`` (each step
             optional, softplus only where ``dt + dt_bias <= 20``, as in mamba_ssm).

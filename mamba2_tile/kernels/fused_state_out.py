@@ -126,14 +126,11 @@ def fused_state_out_kernel(
         # would be a small synchronous one, waited for on every row block.
         dA_end = ct.reshape(ct.extract(dA_block, (0, 0, 0, BLOCK_M - 1), (1, 1, 1, 1)),
                             (1, 1)) * LOG2E
-        carry = ct.exp2(dA_end - dA_start, flush_to_zero=True)
-        read_out = ct.exp2(dA_m - dA_start, flush_to_zero=True)
+        state = state * ct.exp2(dA_end - dA_start, flush_to_zero=True)
         if HAS_SEQ_IDX:
+            # Packed sequences: first used after the first mma, so the load is waited for late.
             seq_m = rows_seq(seq_idx, b, row_block, BLOCK_M)
             seq_end = last_seq(seq_m)
-            carry = ct.where(seq_end == seq_prev, carry, 0.0)
-            read_out = ct.where(seq_m == seq_prev, read_out, 0.0)
-        state = state * carry
         dt_m = ct.reshape(ct.load(dt, (b, h, c, m), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
         C_m = ct.load(C, (b, row_block, g, 0), (1, BLOCK_M, 1, DSTATE),
                       padding_mode=zero, latency=latency)
@@ -147,7 +144,9 @@ def fused_state_out_kernel(
 
         # The entering state read out by C, decayed to each row.
         acc = ct.mma(C_m, h_enter, ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32))
-        acc = acc * read_out
+        acc = acc * ct.exp2(dA_m - dA_start, flush_to_zero=True)
+        if HAS_SEQ_IDX:
+            acc = ct.where(seq_m == seq_prev, acc, 0.0)     # rows of another sequence
 
         # Inside the row block: causal mask. Clamp before exp2: above the diagonal
         # dA_i - dA_j > 0 could overflow, and is masked anyway.
@@ -174,7 +173,10 @@ def fused_state_out_kernel(
         # (stage 1), so padded rows add nothing.
         weight = ct.exp2(dA_end - dA_m, flush_to_zero=True) * dt_m
         if HAS_SEQ_IDX:
+            # Only the sequence of the block's last row leaves it, with the state if that is
+            # the sequence it came in with.
             weight = ct.where(seq_m == seq_end, weight, 0.0)
+            state = ct.where(seq_end == seq_prev, state, 0.0)
             seq_prev = seq_end
         x_weighted = (x_f32 * weight).astype(x.dtype).astype(mma_dtype)
         state = ct.mma(ct.transpose(B_m), x_weighted, state)
