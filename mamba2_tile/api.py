@@ -245,6 +245,9 @@ def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bia
         ``y`` (b, l, h, p) in the dtype of x; then ``final_states`` (b, h, p, n) float32 if
         ``return_final_states``; then ``varlen_states`` (num_sequences, h, p, n) float32 if
         ``return_varlen_states``: mamba_ssm's order, a tuple when anything follows ``y``.
+        (mamba_ssm returns ``varlen_states`` in the dtype of C, or its ``state_dtype``, a
+        parameter after ``return_varlen_states`` in its latest version that this function does
+        not take; float32 here, like ``final_states``.)
     """
     _check_arguments(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limit,
                      seq_idx, cu_seqlens, return_varlen_states)
