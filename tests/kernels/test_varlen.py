@@ -22,8 +22,9 @@ from ssd_cases import DTYPES, Case, api_kwargs, make_case, prepared_dt
 
 PATHS = {
     "three-kernel": DEFAULT_OPTIONS.with_switches(fuse_state_passing=False),
-    "three-kernel-transposed": DEFAULT_OPTIONS.with_switches(
-        fuse_state_passing=False, transposed_layout=True, low_precision_states=True),
+    "three-kernel-switches": DEFAULT_OPTIONS.with_switches(
+        fuse_state_passing=False, transposed_layout=True, low_precision_states=True,
+        swap_operands=True, latency=2),
     "fused": DEFAULT_OPTIONS.with_switches(fuse_state_passing=True, segment_chunks=None),
     "segmented-1": DEFAULT_OPTIONS.with_switches(fuse_state_passing=True, segment_chunks=1),
     "segmented-2": DEFAULT_OPTIONS.with_switches(fuse_state_passing=True, segment_chunks=2),
@@ -87,6 +88,14 @@ def test_every_path_keeps_sequences_apart(path, chunk_size):
     case = Case(batch=1, seqlen=sum(lengths), nheads=2, headdim=8, dstate=8, D="channel",
                 z=True, initial_states=True, dt_bias=True, dt_softplus=True, seed=chunk_size)
     check(case, chunk_size, PATHS[path], lengths, where=path)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_precomputed_scores_are_masked_too(path):
+    # Above dstate 128 the fused kernel reads C Bᵀ from chunk_scores instead of forming it.
+    case = Case(batch=1, seqlen=75, nheads=2, headdim=4, dstate=256, D="head",
+                initial_states=True, seed=12)
+    check(case, 16, PATHS[path], [1, 20, 3, 16, 35], where=path)
 
 
 @pytest.mark.parametrize("path", PATHS)
