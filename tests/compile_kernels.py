@@ -154,7 +154,7 @@ def _packed_examples():
     B = torch.zeros(1, seqlen, 2, dstate, dtype=dtype)
     dA_cumsum = torch.zeros(1, nheads, nchunks, chunk_size)
     seq_idx = torch.zeros(1, seqlen, dtype=torch.int32)
-    cu_seqlens = torch.zeros(3, dtype=torch.int64)
+    cu_seqlens = torch.tensor([0, 100, seqlen])          # int64, as torch.cumsum makes it
     state, (chunk_states, _) = fwd_pass_state_launch(x, B, dA_cumsum, dA_cumsum,
                                                      seq_idx=seq_idx)
     out, _ = compute_out_launch(x, dA_cumsum, dA_cumsum, B, B, chunk_states, seq_idx=seq_idx)

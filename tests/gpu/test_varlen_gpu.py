@@ -55,14 +55,16 @@ def alone(t, lengths, chunk_size):
     """``(y, states)``: each sequence run by itself in float64; states[i] its last state."""
     ys, states = [], []
     start = 0
+    t = {k: None if v is None else v.double() for k, v in t.items()}   # y comes back in float64
     for i, length in enumerate(lengths):
-        part = {k: t[k][:, start:start + length] for k in ("x", "dt", "B", "C", "z")}
+        part = {k: None if t[k] is None else t[k][:, start:start + length]
+                for k in ("x", "dt", "B", "C", "z")}
         y, state = mamba_chunk_scan_torch(
             part["x"], part["dt"], t["A"], part["B"], part["C"], chunk_size, D=t["D"],
             z=part["z"], dt_bias=t["dt_bias"], dt_softplus=True,
             initial_states=t["initial_states"] if i == 0 else None,
             return_final_states=True, compute_dtype=torch.float64)
-        ys.append(y.double())
+        ys.append(y)
         states.append(state[0])
         start += length
     return torch.cat(ys, dim=1), torch.stack(states)
