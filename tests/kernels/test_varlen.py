@@ -120,7 +120,7 @@ def test_random_packings(chunk_size, path, data, dtype, ngroups, D, z, initial_s
 @pytest.mark.parametrize("path", PATHS)
 def test_rows_of_a_batch_pack_differently(path):
     case = Case(batch=2, seqlen=50, nheads=2, headdim=4, dstate=4, initial_states=True, seed=6)
-    t = make_case(case)
+    make_case(case)
     seq_idx = torch.tensor([[0] * 7 + [1] * 30 + [2] * 13, [0] * 50], dtype=torch.int32)
     y, final_states = run_path(case, 16, PATHS[path], seq_idx)
     want_y, want_final = expected(case, seq_idx)
@@ -129,7 +129,6 @@ def test_rows_of_a_batch_pack_differently(path):
     # The second row is one sequence: exactly the unpacked result.
     alone = run_path(case, 16, PATHS[path], None)
     assert torch.equal(y[1], alone[0][1]) and torch.equal(final_states[1], alone[1][1])
-    assert t["x"].shape == (2, 50, 2, 4)
 
 
 @pytest.mark.parametrize("path", PATHS)
