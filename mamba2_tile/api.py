@@ -14,8 +14,19 @@ through real cuTile; CPU tensors run the very same kernels on the course's CPU t
 
 Validation. Every argument is checked before anything runs, and errors name the argument:
 ``TypeError`` for a wrong kind of object or dtype, ``ValueError`` for a wrong shape, device,
-layout or value. Unlike mamba_ssm, which silently copies, non-contiguous tensors are *refused*
-(a hidden copy of ``x`` costs as much memory traffic as a kernel): call ``.contiguous()``.
+layout or value.
+
+Views. Every tensor may be a strided view, and none is copied: cuTile arrays carry their
+strides, and the kernels load tiles through them (the interpreter reads the same views through
+NumPy). So ``x, B, C = torch.split(xBC, ...)`` of one fused projection, ``z`` and ``dt`` cut from
+the same ``zxbcdt``, and stride-0 broadcasts (``A``, ``D``, ``dt_bias`` expanded from a
+per-head value, ``initial_states`` expanded over the batch) run as they are, where mamba_ssm
+copies ``x``, ``z``, ``B``, ``C`` or ``D`` whose last dimension is not contiguous. What a layout
+costs instead is speed: a view whose last dimension is contiguous and whose other strides are
+multiples of 16 bytes (``torch.split`` of a bfloat16 projection whose widths are multiples of 8,
+say) is loaded as fast as a contiguous tensor (the compiler specialises each launch on its
+strides); any other layout takes slower loads, and a ``.contiguous()`` copy pays off for a
+tensor used many times. The outputs (``y``, the states) are always new contiguous tensors.
 
 Numerics (what the tests hold the kernels to, see ``mamba2_tile.tolerances``): all
 accumulation is float32; tensor-core operands are rounded to the input dtype, as in mamba_ssm,
@@ -48,12 +59,14 @@ from mamba2_tile import autotune
 from mamba2_tile.kernels import (DEFAULT_OPTIONS, chunk_cumsum, compute_out, fused_state_out,
                                  fwd_pass_state)
 from mamba2_tile.kernels.plan import plan_for
-from mamba2_tile.kernels.sequence_parallel import sequence_parallel_state_out
+from mamba2_tile.kernels.sequence_parallel import sequence_parallel_states
+from mamba2_tile.kernels.varlen_states import varlen_states
 from mamba2_tile.problem import check_chunk_size, ssd_dims
 
 CHUNK_SIZES = (64, 128, 256)
 INPUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)   # x, B, C, z
 PARAM_DTYPES = (torch.float32, torch.float16, torch.bfloat16)   # dt, A, D, dt_bias, initial_states
+INDEX_DTYPES = {"seq_idx": (torch.int32,), "cu_seqlens": (torch.int32, torch.int64)}
 
 
 def _dtype_names(dtypes):
@@ -61,21 +74,18 @@ def _dtype_names(dtypes):
 
 
 def _check_tensors(tensors):
-    """Type, dtype, contiguity and device of every tensor argument; returns the device."""
+    """Type, dtype and device of every tensor argument (any strides: module doc, Views);
+    returns the device."""
     device_of = {}
     for name, value in tensors:
         if value is None:
             continue
         if not isinstance(value, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
-        allowed = INPUT_DTYPES if name in ("x", "B", "C", "z") else PARAM_DTYPES
+        allowed = (INPUT_DTYPES if name in ("x", "B", "C", "z") else
+                   INDEX_DTYPES.get(name, PARAM_DTYPES))
         if value.dtype not in allowed:
             raise TypeError(f"{name} must have dtype {_dtype_names(allowed)}, got {value.dtype}")
-        if not value.is_contiguous():
-            raise ValueError(
-                f"{name} must be contiguous (got strides {tuple(value.stride())}); "
-                f"pass {name}.contiguous()"
-            )
         device_of.setdefault(value.device, name)
     if len(device_of) > 1:
         (first, a), (second, b) = list(device_of.items())[:2]
@@ -106,20 +116,24 @@ def _checked_dims(shapes):
     return dims
 
 
-def _check_arguments(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limit):
-    # In ssd_dims' order.
+def _check_arguments(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limit,
+                     seq_idx=None, cu_seqlens=None, return_varlen_states=False):
+    # In ssd_dims' order, then the packing.
     tensors = (("x", x), ("dt", dt), ("A", A), ("B", B), ("C", C), ("D", D),
                ("initial_states", initial_states), ("z", z), ("dt_bias", dt_bias))
     for name, value in tensors[:5]:
         if value is None:
             raise TypeError(f"{name} is required, got None")
-    device = _check_tensors(tensors)
+    if not return_varlen_states:
+        cu_seqlens = None               # as in mamba_ssm: it only serves return_varlen_states
+    device = _check_tensors(tensors + (("seq_idx", seq_idx), ("cu_seqlens", cu_seqlens)))
     if device.type not in ("cpu", "cuda"):
         raise ValueError(f"tensors must be on a CPU or CUDA device, got {device}")
     for name, value in (("B", B), ("C", C), ("z", z)):
         if value is not None and value.dtype != x.dtype:
             raise TypeError(f"{name} must have the dtype of x ({x.dtype}), got {value.dtype}")
     dims = _checked_dims(tuple(None if value is None else value.shape for _, value in tensors))
+    _check_packing(dims, seq_idx, cu_seqlens, return_varlen_states)
     # Reading A back is cheap for a CPU tensor; for a CUDA one it would stall the stream (a
     # host sync) on every call, so there the docstring says what a positive A does instead.
     if device.type == "cpu" and bool((A > 0).any()):
@@ -129,13 +143,15 @@ def _check_arguments(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, 
     return dims
 
 
-def _check_scalars(chunk_size, dt_softplus, dt_limit, return_final_states):
+def _check_scalars(chunk_size, dt_softplus, dt_limit, return_final_states,
+                   return_varlen_states=False):
     """The non-tensor arguments; returns ``chunk_size`` and ``dt_limit`` as Python numbers (a
     NumPy or torch scalar is accepted for them, a flag must be a bool)."""
     chunk_size = check_chunk_size(chunk_size)
     if chunk_size not in CHUNK_SIZES:
         raise ValueError(f"chunk_size must be one of {CHUNK_SIZES}, got {chunk_size}")
-    for name, flag in (("dt_softplus", dt_softplus), ("return_final_states", return_final_states)):
+    for name, flag in (("dt_softplus", dt_softplus), ("return_final_states", return_final_states),
+                       ("return_varlen_states", return_varlen_states)):
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be True or False, got {flag!r}")
     if not (isinstance(dt_limit, (tuple, list)) and len(dt_limit) == 2):
@@ -148,12 +164,79 @@ def _check_scalars(chunk_size, dt_softplus, dt_limit, return_final_states):
     return chunk_size, (low, high)
 
 
+def _check_packing(dims, seq_idx, cu_seqlens, return_varlen_states):
+    """Shapes of ``seq_idx`` / ``cu_seqlens`` (their dtypes and device are checked with the
+    other tensors), then their values (:func:`_check_packing_values`)."""
+    if seq_idx is not None and tuple(seq_idx.shape) != (dims.batch, dims.seqlen):
+        raise ValueError(f"seq_idx must have shape (batch, seqlen) = ({dims.batch}, "
+                         f"{dims.seqlen}), got {tuple(seq_idx.shape)}")
+    if return_varlen_states:
+        if cu_seqlens is None:
+            raise ValueError("return_varlen_states needs cu_seqlens (num_sequences + 1,)")
+        if cu_seqlens.dim() != 1 or cu_seqlens.shape[0] < 2:
+            raise ValueError(f"cu_seqlens must be 1-D (num_sequences + 1,) with at least one "
+                             f"sequence, got shape {tuple(cu_seqlens.shape)}")
+        if dims.batch != 1:
+            raise ValueError(f"cu_seqlens needs batch 1 (all sequences packed in one row), "
+                             f"got batch {dims.batch}")
+        if seq_idx is None and cu_seqlens.shape[0] > 2:
+            raise ValueError("cu_seqlens with several sequences needs seq_idx (without it the "
+                             "state is not reset between them)")
+    if seq_idx is not None or cu_seqlens is not None:
+        _check_packing_values(seq_idx, cu_seqlens, dims.seqlen)
+
+
+def _check_packing_values(seq_idx, cu_seqlens, seqlen):
+    """``seq_idx`` non-negative and nondecreasing along each row; ``cu_seqlens`` rising
+    strictly from 0 to ``seqlen``, and rising exactly where ``seq_idx`` changes.
+
+    The values live on the device: a few reductions there, one small copy to the host (a
+    synchronisation, some microseconds on a GPU). Skipped while a CUDA graph is being captured,
+    where nothing can be copied back: the kernels then trust the values.
+    """
+    given = seq_idx if seq_idx is not None else cu_seqlens
+    if given.is_cuda and torch.cuda.is_current_stream_capturing():
+        return
+    checks = []
+    if seq_idx is not None:
+        steps = torch.diff(seq_idx, dim=1, prepend=seq_idx.new_zeros(seq_idx.shape[0], 1))
+        checks.append(steps.min() < 0)          # a negative first value or a decrease
+    if cu_seqlens is not None:
+        lengths = torch.diff(cu_seqlens)
+        checks += [cu_seqlens[0] != 0, cu_seqlens[-1] != seqlen, lengths.min() <= 0]
+        if seq_idx is not None:
+            # seq_idx changes at the starts of sequences 1, 2, ... and nowhere else.
+            starts = torch.zeros(seqlen, dtype=torch.bool, device=seq_idx.device)
+            starts[cu_seqlens[1:-1].clamp(0, seqlen - 1)] = True
+            checks.append(((steps[0, 1:] != 0) != starts[1:]).any() | starts[0])
+    failed = torch.stack(checks).tolist()
+    if not any(failed):
+        return
+    if seq_idx is not None and failed[0]:
+        values = seq_idx.cpu()
+        if values.min() < 0:
+            raise ValueError(f"seq_idx must be non-negative, got {values.min().item()}")
+        b, t = torch.nonzero(values.diff(dim=1) < 0)[0].tolist()
+        raise ValueError(f"seq_idx must be nondecreasing along seqlen (each sequence's tokens in "
+                         f"one run): seq_idx[{b}, {t + 1}] = {values[b, t + 1].item()} follows "
+                         f"{values[b, t].item()}")
+    given = cu_seqlens.tolist()
+    if any(failed[-4:-1] if seq_idx is not None else failed[-3:]):
+        raise ValueError(f"cu_seqlens must rise strictly from 0 to seqlen ({seqlen}), got "
+                         f"{given}")
+    changes = (torch.nonzero(seq_idx[0].diff()).flatten() + 1).tolist()
+    raise ValueError(f"cu_seqlens {given} does not match where seq_idx changes "
+                     f"(tokens {changes})")
+
+
 def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None,
-                              initial_states=None, dt_softplus=False,
-                              dt_limit=(0.0, float("inf")), return_final_states=False):
+                              initial_states=None, seq_idx=None, cu_seqlens=None,
+                              dt_softplus=False, dt_limit=(0.0, float("inf")),
+                              return_final_states=False, return_varlen_states=False):
     """Mamba-2's SSD layer, forward pass, with cuTile kernels.
 
-    Args (``b`` batch, ``l`` seqlen, ``h`` nheads, ``p`` headdim, ``g`` ngroups, ``n`` dstate):
+    Args (``b`` batch, ``l`` seqlen, ``h`` nheads, ``p`` headdim, ``g`` ngroups, ``n`` dstate;
+    any tensor may be a strided or stride-0 view, never copied: module doc, Views):
         x: (b, l, h, p), float32 / float16 / bfloat16.
         dt: (b, l, h), float; becomes ``clamp(softplus(dt + dt_bias), *dt_limit)`` (each step
             optional, softplus only where ``dt + dt_bias <= 20``, as in mamba_ssm).
@@ -171,20 +254,41 @@ def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bia
         z: optional (b, l, h, p) gate, dtype of x: ``y * silu(z)``.
         dt_bias: optional (h,).
         initial_states: optional (b, h, p, n), the state before token 0.
+        seq_idx: optional (b, l) int32, packed sequences: which sequence each token belongs
+            to, non-negative and nondecreasing along each row. The state is reset to zero where
+            it changes, so no token sees another sequence; ``initial_states`` belongs to
+            sequence 0 (a row whose ``seq_idx`` starts above 0 starts from zero), as in
+            mamba_ssm. Every path of :mod:`mamba2_tile.kernels.plan` takes it: the kernels read
+            it once per row block and mask (:mod:`mamba2_tile.kernels.packing`).
+        cu_seqlens: optional (num_sequences + 1,) int32 / int64, the sequences' boundaries in
+            the one packed row (batch 1): ``0 = cu_seqlens[0] < cu_seqlens[1] < ... = l``,
+            rising exactly where ``seq_idx`` changes. Used only with ``return_varlen_states``
+            (otherwise ignored, as in mamba_ssm).
         dt_softplus: apply softplus to ``dt`` (a bool: ``"yes"`` or ``1`` is refused).
         dt_limit: ``(min, max)`` clamp applied to ``dt`` last: two real numbers (NumPy
             scalars too), ``min <= max``.
         return_final_states: also return the state after the last token (a bool).
+        return_varlen_states: also return the state after each sequence's last token (a bool).
+
+    The values of ``seq_idx`` and ``cu_seqlens`` are checked on their device, which costs one
+    synchronisation (skipped while a CUDA graph is captured: see :func:`_check_packing_values`).
 
     Returns:
-        ``y`` (b, l, h, p) in the dtype of x, or ``(y, final_states)`` with ``final_states``
-        (b, h, p, n) float32 when ``return_final_states``.
+        ``y`` (b, l, h, p) in the dtype of x; then ``final_states`` (b, h, p, n) float32 if
+        ``return_final_states``; then ``varlen_states`` (num_sequences, h, p, n) float32 if
+        ``return_varlen_states``: mamba_ssm's order, a tuple when anything follows ``y``.
+        (mamba_ssm returns ``varlen_states`` in the dtype of C, or its ``state_dtype``, a
+        parameter after ``return_varlen_states`` in its latest version that this function does
+        not take; float32 here, like ``final_states``.)
     """
-    chunk_size, dt_limit = _check_scalars(chunk_size, dt_softplus, dt_limit, return_final_states)
-    _check_arguments(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limit)
+    chunk_size, dt_limit = _check_scalars(chunk_size, dt_softplus, dt_limit,
+                                          return_final_states, return_varlen_states)
+    _check_arguments(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limit,
+                     seq_idx, cu_seqlens, return_varlen_states)
     options = forward_options(x, dt, A, B, C, chunk_size)
-    return _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_softplus,
-                    dt_limit, return_final_states, options)
+    return _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx,
+                    cu_seqlens, dt_softplus, dt_limit, return_final_states,
+                    return_varlen_states, options)
 
 
 def forward_options(x, dt, A, B, C, chunk_size, base=DEFAULT_OPTIONS):
@@ -201,39 +305,57 @@ def forward_with_options(x, dt, A, B, C, chunk_size, options=DEFAULT_OPTIONS, **
 
     ``kwargs`` are that function's optional arguments (``D``, ``z``, ..., ``return_final_states``).
     """
-    arguments = dict(D=None, z=None, dt_bias=None, initial_states=None, dt_softplus=False,
-                     dt_limit=(0.0, float("inf")), return_final_states=False)
+    arguments = dict(D=None, z=None, dt_bias=None, initial_states=None, seq_idx=None,
+                     cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
+                     return_final_states=False, return_varlen_states=False)
     unknown = set(kwargs) - set(arguments)
     if unknown:
         raise TypeError(f"unexpected keyword arguments {sorted(unknown)}")
     arguments.update(kwargs)
     chunk_size, arguments["dt_limit"] = _check_scalars(
         chunk_size, arguments["dt_softplus"], arguments["dt_limit"],
-        arguments["return_final_states"])
+        arguments["return_final_states"], arguments["return_varlen_states"])
     _check_arguments(x, dt, A, B, C, chunk_size, arguments["D"], arguments["z"],
-                     arguments["dt_bias"], arguments["initial_states"], arguments["dt_limit"])
+                     arguments["dt_bias"], arguments["initial_states"], arguments["dt_limit"],
+                     arguments["seq_idx"], arguments["cu_seqlens"],
+                     arguments["return_varlen_states"])
     return _forward(x, dt, A, B, C, chunk_size, *arguments.values(),
                     plan_for(x, B, chunk_size, options))
 
 
-def _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_softplus, dt_limit,
-             return_final_states, options):
-    """The kernels of planned ``options`` (their path decided, see :func:`plan_for`)."""
+def _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens,
+             dt_softplus, dt_limit, return_final_states, return_varlen_states, options):
+    """The kernels of planned ``options`` (their path decided, see :func:`plan_for`), then,
+    for ``return_varlen_states``, :mod:`mamba2_tile.kernels.varlen_states` from the states
+    that path kept (the state entering each chunk, each segment, or ``initial_states``)."""
     dA_cumsum, dt_chunks = chunk_cumsum(dt, A, chunk_size, dt_bias=dt_bias,
                                         dt_softplus=dt_softplus, dt_limit=tuple(dt_limit),
                                         options=options.chunk_cumsum)
-    if options.fuse_state_passing:
-        if options.segment_chunks is None:
-            y, final_states = fused_state_out(x, dt_chunks, dA_cumsum, B, C, initial_states,
-                                              D=D, z=z, options=options.fused_state_out)
-        else:
-            y, final_states = sequence_parallel_state_out(
-                x, dt_chunks, dA_cumsum, B, C, initial_states, D=D, z=z,
-                options=options.fused_state_out, segment_chunks=options.segment_chunks)
-        return (y, final_states) if return_final_states else y
-    chunk_states, final_states = fwd_pass_state(
-        x, B, dt_chunks, dA_cumsum, initial_states, options.fwd_pass_state,
-        options.transposed_layout, options.low_precision_states)
-    y = compute_out(x, dt_chunks, dA_cumsum, B, C, chunk_states, D=D, z=z,
-                    options=options.compute_out, transposed_layout=options.transposed_layout)
-    return (y, final_states) if return_final_states else y
+    # The states varlen_states starts from: (anchor_states, anchor_chunks, transposed, tf32).
+    kept = (None if initial_states is None else initial_states.unsqueeze(2), None, False,
+            options.fused_state_out.use_tf32(x.dtype))
+    if options.fuse_state_passing and options.segment_chunks is None:
+        y, final_states = fused_state_out(x, dt_chunks, dA_cumsum, B, C, initial_states, D=D,
+                                          z=z, options=options.fused_state_out, seq_idx=seq_idx)
+    elif options.fuse_state_passing:
+        y, final_states, entering = sequence_parallel_states(
+            x, dt_chunks, dA_cumsum, B, C, initial_states, D=D, z=z,
+            options=options.fused_state_out, segment_chunks=options.segment_chunks,
+            seq_idx=seq_idx)
+        if entering is not None:
+            kept = (entering, options.segment_chunks, False, kept[3])
+    else:
+        chunk_states, final_states = fwd_pass_state(
+            x, B, dt_chunks, dA_cumsum, initial_states, options.fwd_pass_state,
+            options.transposed_layout, options.low_precision_states, seq_idx=seq_idx)
+        y = compute_out(x, dt_chunks, dA_cumsum, B, C, chunk_states, D=D, z=z,
+                        options=options.compute_out, transposed_layout=options.transposed_layout,
+                        seq_idx=seq_idx)
+        kept = (chunk_states, 1, options.transposed_layout,
+                options.fwd_pass_state.use_tf32(x.dtype))
+    outputs = (y,) + ((final_states,) if return_final_states else ())
+    if return_varlen_states:
+        anchor_states, anchor_chunks, transposed, tf32 = kept
+        outputs += (varlen_states(x, B, dt_chunks, dA_cumsum, cu_seqlens, anchor_states,
+                                  anchor_chunks, seq_idx, transposed, tf32),)
+    return outputs if len(outputs) > 1 else y

@@ -18,6 +18,8 @@ from mamba2_tile.kernels import (DEFAULT_OPTIONS, ForwardOptions, FusedStateOutO
                                  fused_state_out_launch, fwd_pass_state_launch,
                                  segment_pass_launch, segment_states_launch,
                                  selective_state_update_launch)
+                                 segment_pass_launch, segment_states_launch)
+from mamba2_tile.kernels.varlen_states import varlen_states_launch
 
 
 @ct.kernel
@@ -145,6 +147,54 @@ def _sequence_parallel_examples():
             yield f"{name}[{tag}-segments]", launch.kernel, launch.args
 
 
+def _packed_examples():
+    """Every kernel that reads ``seq_idx`` (packed sequences), and ``varlen_states`` from each
+    kind of state a path keeps (never run, only compiled)."""
+    dtype, chunk_size, nheads, headdim, dstate, nchunks = torch.bfloat16, 64, 4, 64, 128, 5
+    seqlen = (nchunks - 1) * chunk_size + 3
+    x = torch.zeros(1, seqlen, nheads, headdim, dtype=dtype)
+    B = torch.zeros(1, seqlen, 2, dstate, dtype=dtype)
+    dA_cumsum = torch.zeros(1, nheads, nchunks, chunk_size)
+    seq_idx = torch.zeros(1, seqlen, dtype=torch.int32)
+    cu_seqlens = torch.tensor([0, 100, seqlen])          # int64, as torch.cumsum makes it
+    state, (chunk_states, _) = fwd_pass_state_launch(x, B, dA_cumsum, dA_cumsum,
+                                                     seq_idx=seq_idx)
+    out, _ = compute_out_launch(x, dA_cumsum, dA_cumsum, B, B, chunk_states, seq_idx=seq_idx)
+    fused, _ = fused_state_out_launch(x, dA_cumsum, dA_cumsum, B, B, seq_idx=seq_idx,
+                                      options=DEFAULT_OPTIONS.fused_state_out)
+    states, _ = segment_states_launch(x, B, dA_cumsum, dA_cumsum, 2, seq_idx=seq_idx)
+    from_chunks, _ = varlen_states_launch(x, B, dA_cumsum, dA_cumsum, cu_seqlens, chunk_states,
+                                          1, seq_idx)
+    from_transposed, _ = varlen_states_launch(
+        x, B, dA_cumsum, dA_cumsum, cu_seqlens.int(),
+        torch.zeros(1, nheads, nchunks, dstate, headdim, dtype=dtype), 1, seq_idx, True)
+    from_start, _ = varlen_states_launch(x, B, dA_cumsum, dA_cumsum, cu_seqlens[:2])
+    for name, launch in [("fwd_pass_state", state), ("compute_out", out),
+                         ("fused_state_out", fused), ("segment_states", states),
+                         ("varlen_states", from_chunks),
+                         ("varlen_states[transposed-bf16-anchors]", from_transposed),
+                         ("varlen_states[no-anchors]", from_start)]:
+        yield f"{name}[packed]", launch.kernel, launch.args
+
+
+def _view_examples():
+    """The cumsum and the fused kernel on views of one fused projection, as a Mamba-2 layer
+    passes them, and stride-0 per-head parameters (never run, only compiled)."""
+    batch, seqlen, nheads, headdim, ngroups, dstate, chunk_size = 1, 131, 4, 64, 1, 128, 64
+    dim, bc = nheads * headdim, ngroups * dstate
+    zxbcdt = torch.zeros(batch, seqlen, 2 * dim + 2 * bc + nheads, dtype=torch.bfloat16)
+    z, x, B, C, dt = torch.split(zxbcdt, [dim, dim, bc, bc, nheads], dim=-1)
+    x, z = x.unflatten(-1, (nheads, headdim)), z.unflatten(-1, (nheads, headdim))
+    B, C = B.unflatten(-1, (ngroups, dstate)), C.unflatten(-1, (ngroups, dstate))
+    per_head = torch.zeros(1).expand(nheads)
+    cumsum, (dA_cumsum, dt_c) = chunk_cumsum_launch(dt, per_head, chunk_size, dt_bias=per_head,
+                                                    dt_softplus=True)
+    fused, _ = fused_state_out_launch(x, dt_c, dA_cumsum, B, C, D=per_head, z=z,
+                                      options=DEFAULT_OPTIONS.fused_state_out)
+    for name, launch in [("chunk_cumsum", cumsum), ("fused_state_out", fused)]:
+        yield f"{name}[views]", launch.kernel, launch.args
+
+
 def package_examples():
     """Yield ``(name, kernel, args)`` for representative configurations of every kernel.
 
@@ -185,6 +235,8 @@ def package_examples():
         yield f"fused_state_out[{tag}]", launch.kernel, launch.args
     yield from _sequence_parallel_examples()
     yield from _decode_examples()
+    yield from _packed_examples()
+    yield from _view_examples()
     # D of shape (nheads,): the other branch of compute_out.
     x = torch.zeros(1, 70, 4, 64, dtype=torch.bfloat16)
     B = torch.zeros(1, 70, 1, 128, dtype=torch.bfloat16)

@@ -2,7 +2,7 @@
 
 An `Array` wraps the NumPy array a kernel argument lives in. NumPy arrays are used in
 place; CPU torch tensors are viewed through `.numpy()` (shared memory, so stores land in
-the tensor), except bfloat16 tensors, which NumPy cannot hold: they are copied into a
+the tensor; any strides, stride 0 included), except bfloat16 tensors, which NumPy cannot hold: they are copied into a
 float32 working array and copied back when the launch ends (`Array.write_back`), and only
 if the kernel stored to it: an argument a kernel only reads is never written, so its
 `_version` (which autograd checks) does not move.

@@ -11,6 +11,12 @@
     segment_pass    segment states -> state entering each segment    the fused kernel then runs
                                                                     one block per segment
     selective_state_update  (state, x, dt, B, C) -> y, state in place  the decode step
+    varlen_states   (x, B, dt, dA_cumsum, kept states) -> each       return_varlen_states
+                    packed sequence's last state
+
+Every kernel that carries a state takes an optional ``seq_idx`` (packed sequences: the state is
+reset where it changes), read and applied by the tile functions of
+:mod:`mamba2_tile.kernels.packing`.
 
 :func:`mamba2_tile.api.mamba_chunk_scan_combined` chains stage 1 with stages 2 and 3, or with the
 fused kernel, cut into segments run in parallel when batch x heads is small
@@ -30,6 +36,7 @@ from mamba2_tile.kernels.segment_pass import segment_pass, segment_pass_launch
 from mamba2_tile.kernels.segment_states import segment_states, segment_states_launch
 from mamba2_tile.kernels.selective_state_update import selective_state_update_launch
 from mamba2_tile.kernels.sequence_parallel import sequence_parallel_state_out
+from mamba2_tile.kernels.varlen_states import varlen_states, varlen_states_launch
 
 __all__ = [
     "chunk_cumsum", "chunk_cumsum_launch",
@@ -41,6 +48,7 @@ __all__ = [
     "segment_pass", "segment_pass_launch",
     "sequence_parallel_state_out",
     "selective_state_update_launch",
+    "varlen_states", "varlen_states_launch",
     "ForwardOptions", "KernelOptions", "ChunkCumsumOptions", "FwdPassStateOptions",
     "ComputeOutOptions", "FusedStateOutOptions", "DEFAULT_OPTIONS",
 ]

@@ -32,14 +32,16 @@ import torch
 from mamba2_tile.kernels.epilogue import load_skip, skip_and_gate
 from mamba2_tile.kernels.exp2 import LOG2E
 from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, expect_options, next_power_of_2,
-                                           placeholder, with_hints)
+                                           placeholder, seq_placeholder, with_hints)
 from mamba2_tile.kernels.options import ComputeOutOptions
+from mamba2_tile.kernels.packing import rows_seq, seq_before
 from mamba2_tile.tile import ct
 
 
 @ct.kernel
 def compute_out_kernel(
     x, dt, dA_cumsum, B, C, chunk_states, D, z,   # as in reference.compute_out
+    seq_idx,                                      # (b, l) int32: packed sequences
     y,                                            # output (batch, seqlen, nheads, headdim)
     CHUNK_SIZE: ct.Constant[int],
     BLOCK_M: ct.Constant[int],
@@ -48,6 +50,7 @@ def compute_out_kernel(
     HAS_D: ct.Constant[bool],
     D_PER_CHANNEL: ct.Constant[bool],             # D is (nheads, headdim) rather than (nheads,)
     HAS_Z: ct.Constant[bool],
+    HAS_SEQ_IDX: ct.Constant[bool],               # keep packed sequences apart (packing.py)
     LATENCY: ct.Constant[int],                    # DRAM latency hint, 1-10; 0 = no hint
     SWAP_OPERANDS: ct.Constant[bool],             # accumulate yᵀ, (BLOCK_P, BLOCK_M)
     STATES_TRANSPOSED: ct.Constant[bool],         # chunk_states is (b, h, c, n, p)
@@ -75,6 +78,11 @@ def compute_out_kernel(
         C_i = ct.load(C, (b, row_block, g, 0), (1, BLOCK_M, 1, DSTATE), padding_mode=zero,
                       latency=latency)
         C_i = ct.reshape(C_i, (BLOCK_M, DSTATE)).astype(mma_dtype)
+        read_out = ct.exp2(dA_i, flush_to_zero=True)                     # (BLOCK_M, 1)
+        if HAS_SEQ_IDX:
+            # Rows of another sequence than the entering state's do not read it.
+            seq_i = rows_seq(seq_idx, b, row_block, BLOCK_M)
+            read_out = ct.where(seq_i == seq_before(seq_idx, b, c * CHUNK_SIZE), read_out, 0.0)
 
         # Inter-chunk: the state entering the chunk, read out by C and decayed to position i.
         # Rounded to the dtype of C first (as mamba_ssm does), then to TF32 if asked.
@@ -90,10 +98,10 @@ def compute_out_kernel(
         if SWAP_OPERANDS:
             acc = ct.mma(ct.transpose(h_enter_t), ct.transpose(C_i),
                          ct.zeros((BLOCK_P, BLOCK_M), dtype=ct.float32))
-            acc = acc * ct.exp2(ct.transpose(dA_i), flush_to_zero=True)
+            acc = acc * ct.transpose(read_out)
         else:
             acc = ct.mma(C_i, h_enter_t, ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32))
-            acc = acc * ct.exp2(dA_i, flush_to_zero=True)
+            acc = acc * read_out
 
         # Intra-chunk: column blocks j = 0 .. m (the ones at or below the diagonal).
         rows = ct.reshape(m * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
@@ -115,6 +123,9 @@ def compute_out_kernel(
             # masked to 0 anyway. A NaN stays NaN (the default clamp would make it a decay of 1).
             decay = ct.exp2(ct.minimum(dA_i - dA_j, 0.0, propagate_nan=True), flush_to_zero=True)
             scores = ct.where(rows >= cols, scores * decay * dt_j, 0.0)
+            if HAS_SEQ_IDX:
+                seq_j = ct.transpose(rows_seq(seq_idx, b, col_block, BLOCK_M))
+                scores = ct.where(seq_i == seq_j, scores, 0.0)
             scores = scores.astype(x.dtype).astype(mma_dtype)
             if SWAP_OPERANDS:
                 acc = ct.mma(ct.transpose(x_j), ct.transpose(scores), acc)
@@ -141,25 +152,28 @@ def compute_out_tiles(headdim, chunk_size, options=ComputeOutOptions()):
 
 
 def compute_out_launch(x, dt, dA_cumsum, B, C, chunk_states, D=None, z=None,
-                       options=ComputeOutOptions(), transposed_layout=False):
+                       options=ComputeOutOptions(), transposed_layout=False, seq_idx=None):
     """Allocate ``y`` (like ``x``) and plan the launch; returns ``(KernelLaunch, y)``.
 
     ``chunk_states`` is ``(b, h, c, n, p)`` when ``transposed_layout`` (as stage 2 wrote it).
+    ``seq_idx`` (b, l) int32 packs several sequences in a row
+    (:mod:`mamba2_tile.kernels.packing`).
     """
     expect_options(options, ComputeOutOptions)
     batch, _, nheads, headdim = x.shape
     dstate = B.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
-    y = torch.empty_like(x)
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)    # contiguous, whatever x's strides
     block_m, block_p = compute_out_tiles(headdim, chunk_size, options)
     grid = ((chunk_size // block_m) * cdiv(headdim, block_p), batch * nchunks, nheads)
     args = (
         x, dt, dA_cumsum, B, C, chunk_states,
         placeholder(dA_cumsum) if D is None else D,
         placeholder(x) if z is None else z,
+        seq_placeholder(x) if seq_idx is None else seq_idx,
         y,
         chunk_size, block_m, block_p, next_power_of_2(dstate),
-        D is not None, D is not None and D.dim() == 2, z is not None,
+        D is not None, D is not None and D.dim() == 2, z is not None, seq_idx is not None,
         options.latency_constant(), options.swap_operands, transposed_layout,
         options.use_tf32(x.dtype),
     )
@@ -168,9 +182,9 @@ def compute_out_launch(x, dt, dA_cumsum, B, C, chunk_states, D=None, z=None,
 
 
 def compute_out(x, dt, dA_cumsum, B, C, chunk_states, D=None, z=None, options=ComputeOutOptions(),
-                transposed_layout=False):
+                transposed_layout=False, seq_idx=None):
     """Run stage 3; returns ``y`` with the shape and dtype of ``x``."""
     launch, y = compute_out_launch(x, dt, dA_cumsum, B, C, chunk_states, D, z, options,
-                                   transposed_layout)
+                                   transposed_layout, seq_idx)
     launch.run()
     return y

@@ -42,8 +42,9 @@ from mamba2_tile.kernels.chunk_scores import chunk_scores
 from mamba2_tile.kernels.epilogue import load_skip, skip_and_gate
 from mamba2_tile.kernels.exp2 import LOG2E
 from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, expect_options, next_power_of_2,
-                                           placeholder, with_hints)
+                                           placeholder, seq_placeholder, with_hints)
 from mamba2_tile.kernels.options import FusedStateOutOptions
+from mamba2_tile.kernels.packing import last_seq, rows_seq, seq_before
 from mamba2_tile.tile import ct
 
 # Largest state tile (dstate x BLOCK_P float32 values) a block keeps in registers next to the
@@ -65,6 +66,7 @@ MAX_DSTATE_SCORES_IN_KERNEL = 128
 def fused_state_out_kernel(
     x, dt, dA_cumsum, B, C, D, z,                   # as in the three-kernel pipeline
     initial_states,                                 # (b, h, segments, p, n): state entering each
+    seq_idx,                                        # (b, l) int32: packed sequences
     scores,                                         # (b, g, row blocks, BLOCK_M, BLOCK_M) C Bᵀ
     y, final_states,                                # outputs: like x; (b, h, p, n) float32
     segment_blocks,                                 # row blocks per segment (runtime int)
@@ -73,6 +75,7 @@ def fused_state_out_kernel(
     BLOCK_P: ct.Constant[int],
     DSTATE: ct.Constant[int],                       # dstate padded to a power of two
     HAS_INITIAL_STATES: ct.Constant[bool],
+    HAS_SEQ_IDX: ct.Constant[bool],                 # reset the state where seq_idx changes
     HAS_D: ct.Constant[bool],
     D_PER_CHANNEL: ct.Constant[bool],               # D is (nheads, headdim) rather than (nheads,)
     HAS_Z: ct.Constant[bool],
@@ -107,6 +110,9 @@ def fused_state_out_kernel(
     first = segment * segment_blocks
     stop = min(first + segment_blocks, ct.cdiv(seqlen, BLOCK_M))
     dA_start = ct.zeros((1, 1), dtype=ct.float32)
+    # Packed sequences (kernels/packing.py): the sequence the carried state belongs to.
+    if HAS_SEQ_IDX:
+        seq_prev = seq_before(seq_idx, b, first * BLOCK_M)
     for row_block in range(first, stop):
         c = row_block // blocks_per_chunk
         m = row_block % blocks_per_chunk
@@ -121,6 +127,10 @@ def fused_state_out_kernel(
         dA_end = ct.reshape(ct.extract(dA_block, (0, 0, 0, BLOCK_M - 1), (1, 1, 1, 1)),
                             (1, 1)) * LOG2E
         state = state * ct.exp2(dA_end - dA_start, flush_to_zero=True)
+        if HAS_SEQ_IDX:
+            # Packed sequences: first used after the first mma, so the load is waited for late.
+            seq_m = rows_seq(seq_idx, b, row_block, BLOCK_M)
+            seq_end = last_seq(seq_m)
         dt_m = ct.reshape(ct.load(dt, (b, h, c, m), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
         C_m = ct.load(C, (b, row_block, g, 0), (1, BLOCK_M, 1, DSTATE),
                       padding_mode=zero, latency=latency)
@@ -135,6 +145,8 @@ def fused_state_out_kernel(
         # The entering state read out by C, decayed to each row.
         acc = ct.mma(C_m, h_enter, ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32))
         acc = acc * ct.exp2(dA_m - dA_start, flush_to_zero=True)
+        if HAS_SEQ_IDX:
+            acc = ct.where(seq_m == seq_prev, acc, 0.0)     # rows of another sequence
 
         # Inside the row block: causal mask. Clamp before exp2: above the diagonal
         # dA_i - dA_j > 0 could overflow, and is masked anyway; a NaN stays NaN (the default
@@ -149,6 +161,8 @@ def fused_state_out_kernel(
         decay = ct.exp2(ct.minimum(dA_m - ct.transpose(dA_m), 0.0, propagate_nan=True),
                         flush_to_zero=True)
         scores_m = ct.where(rows >= cols, scores_m * decay * ct.transpose(dt_m), 0.0)
+        if HAS_SEQ_IDX:
+            scores_m = ct.where(seq_m == ct.transpose(seq_m), scores_m, 0.0)
         acc = ct.mma(scores_m.astype(x.dtype).astype(mma_dtype), x_m.astype(mma_dtype), acc)
 
         x_f32 = x_m.astype(ct.float32)
@@ -160,6 +174,12 @@ def fused_state_out_kernel(
         # This row block's tokens, carried to its end, join the state. Past seqlen dt = 0
         # (stage 1), so padded rows add nothing.
         weight = ct.exp2(dA_end - dA_m, flush_to_zero=True) * dt_m
+        if HAS_SEQ_IDX:
+            # Only the sequence of the block's last row leaves it, with the state if that is
+            # the sequence it came in with.
+            weight = ct.where(seq_m == seq_end, weight, 0.0)
+            state = ct.where(seq_end == seq_prev, state, 0.0)
+            seq_prev = seq_end
         x_weighted = (x_f32 * weight).astype(x.dtype).astype(mma_dtype)
         state = ct.mma(ct.transpose(B_m), x_weighted, state)
         dA_start = dA_end
@@ -219,7 +239,7 @@ def uses_fused(x, B, options):
 
 def fused_state_out_launch(x, dt, dA_cumsum, B, C, initial_states=None, D=None, z=None,
                            options=FusedStateOutOptions(), scores=None,
-                           segment_chunks=None):
+                           segment_chunks=None, seq_idx=None):
     """Allocate ``y`` and ``final_states`` and plan the launch.
 
     Returns ``(KernelLaunch, (y, final_states))``; ``dt`` and ``dA_cumsum`` are stage 1's
@@ -230,13 +250,14 @@ def fused_state_out_launch(x, dt, dA_cumsum, B, C, initial_states=None, D=None, 
     Sequence-parallel use (:mod:`mamba2_tile.kernels.segment_states`): with ``segment_chunks``,
     the grid gets one block per segment of ``segment_chunks`` chunks, and ``initial_states`` is
     ``(b, h, segments, p, n)``, the state entering each segment (:func:`segment_pass`).
-    Otherwise ``initial_states`` is the usual ``(b, h, p, n)`` or ``None``.
+    Otherwise ``initial_states`` is the usual ``(b, h, p, n)`` or ``None``. ``seq_idx``
+    (b, l) int32 packs several sequences in a row (:mod:`mamba2_tile.kernels.packing`).
     """
     expect_options(options, FusedStateOutOptions)
     batch, _, nheads, headdim = x.shape
     dstate = B.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
-    y = torch.empty_like(x)
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)    # contiguous, whatever x's strides
     final_states = torch.empty(batch, nheads, headdim, dstate, dtype=torch.float32,
                                device=x.device)
     block_m, block_p = fused_tiles(headdim, dstate, chunk_size, options)
@@ -252,11 +273,13 @@ def fused_state_out_launch(x, dt, dA_cumsum, B, C, initial_states=None, D=None, 
         placeholder(dA_cumsum) if D is None else D,
         placeholder(x) if z is None else z,
         placeholder(dA_cumsum) if initial_states is None else initial_states,
+        seq_placeholder(x) if seq_idx is None else seq_idx,
         placeholder(dA_cumsum) if scores is None else scores,
         y, final_states,
         segment_chunks * (chunk_size // block_m),
         chunk_size, block_m, block_p, next_power_of_2(dstate),
-        initial_states is not None, D is not None, D is not None and D.dim() == 2,
+        initial_states is not None, seq_idx is not None,
+        D is not None, D is not None and D.dim() == 2,
         z is not None, scores is not None, options.latency_constant(), options.use_tf32(x.dtype),
     )
     kernel = with_hints(fused_state_out_kernel,
@@ -265,13 +288,13 @@ def fused_state_out_launch(x, dt, dA_cumsum, B, C, initial_states=None, D=None, 
 
 
 def fused_state_out(x, dt, dA_cumsum, B, C, initial_states=None, D=None, z=None,
-                    options=FusedStateOutOptions()):
+                    options=FusedStateOutOptions(), seq_idx=None):
     """Run stages 2 and 3 fused (with :func:`chunk_scores` first where :func:`scores_given`);
     returns ``(y, final_states)``."""
     scores = None
     if scores_given(B.shape[3]):
         scores = chunk_scores(B, C, fused_block_m(dA_cumsum.shape[3], options), options.tf32)
     launch, outputs = fused_state_out_launch(x, dt, dA_cumsum, B, C, initial_states, D, z,
-                                             options, scores)
+                                             options, scores, seq_idx=seq_idx)
     launch.run()
     return outputs

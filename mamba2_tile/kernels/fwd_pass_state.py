@@ -32,17 +32,20 @@ import torch
 
 from mamba2_tile.kernels.exp2 import LOG2E
 from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, expect_options, next_power_of_2,
-                                           placeholder, with_hints)
+                                           placeholder, seq_placeholder, with_hints)
 from mamba2_tile.kernels.options import FwdPassStateOptions
+from mamba2_tile.kernels.packing import last_seq, rows_seq
 from mamba2_tile.tile import ct
 
 
 @ct.function
 def fwd_pass_state_tile(
     x, B, dt, dA_cumsum, initial_states,   # (b, l, h, p), (b, l, g, n), (b, h, c, s) x2, (b, h, p, n)
+    seq_idx,                               # (b, l) int32: packed sequences
     chunk_states, final_states,            # out: (b, h, c, p, n) or (b, h, c, n, p); (b, h, p, n)
     CHUNK_SIZE, BLOCK_P, BLOCK_N,
     HAS_INITIAL_STATES,
+    HAS_SEQ_IDX,                           # reset the state where seq_idx changes
     LATENCY,                               # DRAM latency hint for x and B, 1-10; 0 = no hint
     SWAP_OPERANDS,                         # state kept as (BLOCK_N, BLOCK_P): Bᵀ @ (x * w)
     STATES_TRANSPOSED,                     # chunk_states is (b, h, c, n, p)
@@ -68,6 +71,8 @@ def fwd_pass_state_tile(
         state = ct.zeros((BLOCK_P, BLOCK_N), dtype=ct.float32)
     if SWAP_OPERANDS:
         state = ct.transpose(state)
+    if HAS_SEQ_IDX:
+        seq_prev = ct.zeros((1, 1), dtype=ct.int32)       # initial_states' sequence (packing.py)
 
     for c in range(nchunks):
         if STATES_TRANSPOSED:
@@ -89,6 +94,13 @@ def fwd_pass_state_tile(
                              (1, 1)) * LOG2E
         weight = ct.exp2(dA_last - dA, flush_to_zero=True) * dt_c
         chunk_decay = ct.exp2(dA_last, flush_to_zero=True)
+        if HAS_SEQ_IDX:
+            # Only the sequence of the chunk's last token leaves it (kernels/packing.py).
+            seq_c = rows_seq(seq_idx, b, c, CHUNK_SIZE)
+            seq_last = last_seq(seq_c)
+            weight = ct.where(seq_c == seq_last, weight, 0.0)
+            chunk_decay = ct.where(seq_last == seq_prev, chunk_decay, 0.0)
+            seq_prev = seq_last
 
         x_c = ct.load(x, (b, c, h, p_tile), (1, CHUNK_SIZE, 1, BLOCK_P), padding_mode=zero,
                       latency=latency)
@@ -118,26 +130,28 @@ def fwd_pass_state_kernel(
     HAS_INITIAL_STATES: ct.Constant[bool],
 ):
     """Every switch off: the validated kernel, with the signature notebook 06 builds."""
-    fwd_pass_state_tile(x, B, dt, dA_cumsum, initial_states, chunk_states, final_states,
-                        CHUNK_SIZE, BLOCK_P, BLOCK_N, HAS_INITIAL_STATES, 0, False, False, False)
+    fwd_pass_state_tile(x, B, dt, dA_cumsum, initial_states, x, chunk_states, final_states,
+                        CHUNK_SIZE, BLOCK_P, BLOCK_N, HAS_INITIAL_STATES, False,
+                        0, False, False, False)
 
 
 @ct.kernel
 def fwd_pass_state_switched_kernel(
-    x, B, dt, dA_cumsum, initial_states, chunk_states, final_states,
+    x, B, dt, dA_cumsum, initial_states, seq_idx, chunk_states, final_states,
     CHUNK_SIZE: ct.Constant[int],
     BLOCK_P: ct.Constant[int],
     BLOCK_N: ct.Constant[int],
     HAS_INITIAL_STATES: ct.Constant[bool],
+    HAS_SEQ_IDX: ct.Constant[bool],
     LATENCY: ct.Constant[int],
     SWAP_OPERANDS: ct.Constant[bool],
     STATES_TRANSPOSED: ct.Constant[bool],
     TF32: ct.Constant[bool],
 ):
-    """Any switch on (see :mod:`mamba2_tile.kernels.options`)."""
-    fwd_pass_state_tile(x, B, dt, dA_cumsum, initial_states, chunk_states, final_states,
-                        CHUNK_SIZE, BLOCK_P, BLOCK_N, HAS_INITIAL_STATES,
-                        LATENCY, SWAP_OPERANDS, STATES_TRANSPOSED, TF32)
+    """Any switch on (see :mod:`mamba2_tile.kernels.options`), or packed sequences."""
+    fwd_pass_state_tile(x, B, dt, dA_cumsum, initial_states, seq_idx, chunk_states,
+                        final_states, CHUNK_SIZE, BLOCK_P, BLOCK_N, HAS_INITIAL_STATES,
+                        HAS_SEQ_IDX, LATENCY, SWAP_OPERANDS, STATES_TRANSPOSED, TF32)
 
 
 def fwd_pass_state_tiles(headdim, dstate, options=FwdPassStateOptions()):
@@ -148,13 +162,15 @@ def fwd_pass_state_tiles(headdim, dstate, options=FwdPassStateOptions()):
 
 
 def fwd_pass_state_launch(x, B, dt, dA_cumsum, initial_states=None, options=FwdPassStateOptions(),
-                          transposed_layout=False, low_precision_states=False):
+                          transposed_layout=False, low_precision_states=False, seq_idx=None):
     """Allocate the outputs and plan the launch.
 
     Returns ``(KernelLaunch, (chunk_states, final_states))``; tiles from
     :func:`fwd_pass_state_tiles`. ``chunk_states`` is
     ``(b, h, c, n, p)`` when ``transposed_layout``, and in the input dtype when
-    ``low_precision_states``; ``final_states`` is always ``(b, h, p, n)`` float32.
+    ``low_precision_states``; ``final_states`` is always ``(b, h, p, n)`` float32. ``seq_idx``
+    (b, l) int32 packs several sequences in a row (:mod:`mamba2_tile.kernels.packing`); it runs
+    the switched kernel, the plain one keeping notebook 06's signature.
     """
     expect_options(options, FwdPassStateOptions)
     batch, _, nheads, headdim = x.shape
@@ -167,26 +183,26 @@ def fwd_pass_state_launch(x, B, dt, dA_cumsum, initial_states=None, options=FwdP
                                device=x.device)
     block_p, block_n = fwd_pass_state_tiles(headdim, dstate, options)
     grid = (batch * nheads, cdiv(headdim, block_p), cdiv(dstate, block_n))
-    args = (
-        x, B, dt, dA_cumsum,
-        placeholder(dA_cumsum) if initial_states is None else initial_states,
-        chunk_states, final_states,
-        chunk_size, block_p, block_n, initial_states is not None,
-    )
+    initial = placeholder(dA_cumsum) if initial_states is None else initial_states
+    constants = (chunk_size, block_p, block_n, initial_states is not None)
     switches = (options.latency_constant(), options.swap_operands, transposed_layout,
                 options.use_tf32(x.dtype))
-    if any(switches):
-        kernel, args = fwd_pass_state_switched_kernel, args + switches
+    if any(switches) or seq_idx is not None:
+        kernel = fwd_pass_state_switched_kernel
+        args = (x, B, dt, dA_cumsum, initial,
+                seq_placeholder(x) if seq_idx is None else seq_idx, chunk_states, final_states,
+                *constants, seq_idx is not None, *switches)
     else:
         kernel = fwd_pass_state_kernel
+        args = (x, B, dt, dA_cumsum, initial, chunk_states, final_states, *constants)
     kernel = with_hints(kernel, options.occupancy)
     return KernelLaunch(grid, kernel, args), (chunk_states, final_states)
 
 
 def fwd_pass_state(x, B, dt, dA_cumsum, initial_states=None, options=FwdPassStateOptions(),
-                   transposed_layout=False, low_precision_states=False):
+                   transposed_layout=False, low_precision_states=False, seq_idx=None):
     """Run stage 2; returns ``(chunk_states, final_states)`` (see ``fwd_pass_state_launch``)."""
     launch, outputs = fwd_pass_state_launch(x, B, dt, dA_cumsum, initial_states, options,
-                                            transposed_layout, low_precision_states)
+                                            transposed_layout, low_precision_states, seq_idx)
     launch.run()
     return outputs

@@ -11,6 +11,8 @@ for CUDA tensors, the CPU interpreter for CPU tensors).
 from dataclasses import dataclass
 from functools import lru_cache
 
+import torch
+
 from mamba2_tile import dispatch
 
 
@@ -46,7 +48,7 @@ def cdiv(a, b):
 _placeholders = {}
 
 
-def placeholder(like):
+def placeholder(like, dtype=None):
     """A one-element tensor passed in the slot of an absent optional input.
 
     The kernel never reads it: the matching ``HAS_...`` constant removes the load at compile
@@ -54,10 +56,15 @@ def placeholder(like):
     One per device and dtype, made once: never read nor written, it can be shared by every launch,
     which then allocates nothing for it.
     """
-    key = (like.device, like.dtype)
+    key = (like.device, like.dtype if dtype is None else dtype)
     if key not in _placeholders:
-        _placeholders[key] = like.new_zeros(1)
+        _placeholders[key] = like.new_zeros(1, dtype=key[1])
     return _placeholders[key]
+
+
+def seq_placeholder(like):
+    """:func:`placeholder` for an absent ``seq_idx``: int32, on ``like``'s device."""
+    return placeholder(like, torch.int32)
 
 
 @lru_cache(maxsize=None)

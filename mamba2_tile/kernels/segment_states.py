@@ -24,14 +24,16 @@ import torch
 from mamba2_tile.kernels.exp2 import LOG2E
 from mamba2_tile.kernels.fused_state_out import fused_block_m, fused_block_p, fused_occupancy
 from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, expect_options, next_power_of_2,
-                                           with_hints)
+                                           seq_placeholder, with_hints)
 from mamba2_tile.kernels.options import FusedStateOutOptions
+from mamba2_tile.kernels.packing import last_seq, rows_seq, seq_before
 from mamba2_tile.tile import ct
 
 
 @ct.kernel
 def segment_states_kernel(
     x, B, dt, dA_cumsum,         # (b, l, h, p), (b, l, g, n), (b, h, c, s) x2
+    seq_idx,                     # (b, l) int32: packed sequences
     segment_states,              # out: (b, h, segments - 1, p, n) float32, each from zero
     segment_decay,               # out: (b, h, segments - 1) float32, Σ dA over the segment
     segment_blocks,              # row blocks per segment (runtime int)
@@ -39,6 +41,7 @@ def segment_states_kernel(
     BLOCK_M: ct.Constant[int],   # rows handled at once, divides CHUNK_SIZE
     BLOCK_P: ct.Constant[int],
     DSTATE: ct.Constant[int],    # dstate padded to a power of two
+    HAS_SEQ_IDX: ct.Constant[bool],   # reset the state where seq_idx changes
     LATENCY: ct.Constant[int],   # DRAM latency hint, 1-10; 0 = no hint
     TF32: ct.Constant[bool],     # float32 mma operands rounded to TF32
 ):
@@ -58,6 +61,10 @@ def segment_states_kernel(
     dA_start = ct.zeros((1, 1), dtype=ct.float32)
     first = segment * segment_blocks
     stop = min(first + segment_blocks, ct.cdiv(x.shape[1], BLOCK_M))
+    if HAS_SEQ_IDX:
+        # Packed sequences (kernels/packing.py): the sequence of the state entering the
+        # segment; a reset anywhere in the segment makes its decay -inf (nothing passes on).
+        seq_prev = seq_before(seq_idx, b, first * BLOCK_M)
     for row_block in range(first, stop):
         c = row_block // blocks_per_chunk
         m = row_block % blocks_per_chunk
@@ -76,10 +83,18 @@ def segment_states_kernel(
 
         # exp2 of log2 units, as in the fused kernel (see LOG2E there).
         weight = ct.exp2((dA_end - dA_m) * LOG2E, flush_to_zero=True) * dt_m
+        carry = ct.exp2((dA_end - dA_start) * LOG2E, flush_to_zero=True)
+        block_decay = dA_end - dA_start
+        if HAS_SEQ_IDX:
+            seq_m = rows_seq(seq_idx, b, row_block, BLOCK_M)
+            seq_end = last_seq(seq_m)
+            weight = ct.where(seq_m == seq_end, weight, 0.0)
+            carry = ct.where(seq_end == seq_prev, carry, 0.0)
+            block_decay = ct.where(seq_end == seq_prev, block_decay, float("-inf"))
+            seq_prev = seq_end
         x_weighted = (x_m * weight).astype(x.dtype).astype(mma_dtype)
-        state = state * ct.exp2((dA_end - dA_start) * LOG2E, flush_to_zero=True)
-        state = ct.mma(ct.transpose(B_m), x_weighted, state)
-        decay = decay + (dA_end - dA_start)
+        state = ct.mma(ct.transpose(B_m), x_weighted, state * carry)
+        decay = decay + block_decay
         dA_start = dA_end
 
     ct.store(segment_states, (b, h, segment, p_tile, 0),
@@ -88,14 +103,17 @@ def segment_states_kernel(
         ct.store(segment_decay, (b, h, segment), ct.reshape(decay, (1, 1, 1)))
 
 
-def segment_states_launch(x, B, dt, dA_cumsum, segment_chunks, options=FusedStateOutOptions()):
+def segment_states_launch(x, B, dt, dA_cumsum, segment_chunks, options=FusedStateOutOptions(),
+                          seq_idx=None):
     """Allocate the outputs and plan the launch, for every segment but the last: what the last
     one adds is only ever needed for ``final_states``, which the fused kernel computes anyway
     (with 3 segments, a third less of this kernel's reading). Needs at least two segments.
 
     Returns ``(KernelLaunch, (segment_states, segment_decay))``. Row block, headdim tile and
     occupancy as in the fused kernel (:func:`fused_block_m`, :func:`fused_block_p`,
-    :func:`fused_occupancy`): ``options`` are the fused kernel's.
+    :func:`fused_occupancy`): ``options`` are the fused kernel's. With ``seq_idx`` (packed
+    sequences) a segment's state is that of its last token's sequence, and its decay is
+    ``-inf`` when a sequence starts inside it (``segment_pass`` then carries nothing over).
     """
     expect_options(options, FusedStateOutOptions)
     batch, _, nheads, headdim = x.shape
@@ -111,17 +129,20 @@ def segment_states_launch(x, B, dt, dA_cumsum, segment_chunks, options=FusedStat
     block_m = fused_block_m(chunk_size, options)
     block_p = fused_block_p(headdim, dstate, options.block_p)
     grid = (batch * nheads, cdiv(headdim, block_p), segments)
-    args = (x, B, dt, dA_cumsum, segment_states, segment_decay,
+    args = (x, B, dt, dA_cumsum, seq_placeholder(x) if seq_idx is None else seq_idx,
+            segment_states, segment_decay,
             segment_chunks * (chunk_size // block_m),
-            chunk_size, block_m, block_p, next_power_of_2(dstate),
+            chunk_size, block_m, block_p, next_power_of_2(dstate), seq_idx is not None,
             options.latency_constant(), options.use_tf32(x.dtype))
     kernel = with_hints(segment_states_kernel,
                         fused_occupancy(dstate, block_p, options.occupancy))
     return KernelLaunch(grid, kernel, args), (segment_states, segment_decay)
 
 
-def segment_states(x, B, dt, dA_cumsum, segment_chunks, options=FusedStateOutOptions()):
+def segment_states(x, B, dt, dA_cumsum, segment_chunks, options=FusedStateOutOptions(),
+                   seq_idx=None):
     """Run it; returns ``(segment_states, segment_decay)`` (see ``segment_states_launch``)."""
-    launch, outputs = segment_states_launch(x, B, dt, dA_cumsum, segment_chunks, options)
+    launch, outputs = segment_states_launch(x, B, dt, dA_cumsum, segment_chunks, options,
+                                            seq_idx)
     launch.run()
     return outputs

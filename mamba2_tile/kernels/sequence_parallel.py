@@ -59,18 +59,31 @@ def choose_segment_chunks(batch, nheads, headdim, dstate, nchunks, sm_count, chu
 
 
 def sequence_parallel_state_out(x, dt, dA_cumsum, B, C, initial_states=None, D=None, z=None,
-                                options=FusedStateOutOptions(), segment_chunks=1):
+                                options=FusedStateOutOptions(), segment_chunks=1, seq_idx=None):
     """Stages 2 and 3 with the sequence cut into segments of ``segment_chunks`` chunks;
     returns ``(y, final_states)``, as :func:`mamba2_tile.kernels.fused_state_out.fused_state_out`
     (which is what one segment is)."""
+    y, final_states, _ = sequence_parallel_states(x, dt, dA_cumsum, B, C, initial_states, D, z,
+                                                  options, segment_chunks, seq_idx)
+    return y, final_states
+
+
+def sequence_parallel_states(x, dt, dA_cumsum, B, C, initial_states=None, D=None, z=None,
+                             options=FusedStateOutOptions(), segment_chunks=1, seq_idx=None):
+    """:func:`sequence_parallel_state_out`, and the state entering each segment:
+    ``(y, final_states, entering)``, ``entering`` (b, h, segments, p, n) float32, or ``None``
+    with a single segment (then it is ``initial_states``). The packed path's
+    ``varlen_states`` start from those states."""
     if segment_chunks >= dA_cumsum.shape[2]:
-        return fused_state_out(x, dt, dA_cumsum, B, C, initial_states, D, z, options)
-    local, decay = segment_states(x, B, dt, dA_cumsum, segment_chunks, options)
+        return (*fused_state_out(x, dt, dA_cumsum, B, C, initial_states, D, z, options,
+                                 seq_idx), None)
+    local, decay = segment_states(x, B, dt, dA_cumsum, segment_chunks, options, seq_idx)
     entering = segment_pass(local, decay, initial_states)
     scores = None
     if scores_given(B.shape[3]):
         scores = chunk_scores(B, C, fused_block_m(dA_cumsum.shape[3], options), options.tf32)
-    launch, outputs = fused_state_out_launch(x, dt, dA_cumsum, B, C, entering, D, z, options,
-                                             scores, segment_chunks)
+    launch, (y, final_states) = fused_state_out_launch(x, dt, dA_cumsum, B, C, entering, D, z,
+                                                       options, scores, segment_chunks,
+                                                       seq_idx)
     launch.run()
-    return outputs
+    return y, final_states, entering

@@ -131,13 +131,13 @@ def test_cpu_tensors_are_planned_for_the_reference_gpu():
 
 
 @pytest.mark.parametrize("sm_count, path", [(1, "fused_state_out"),
-                                            (REFERENCE_SM_COUNT, "sequence_parallel_state_out")])
+                                            (REFERENCE_SM_COUNT, "sequence_parallel_states")])
 def test_the_api_runs_the_planned_path(monkeypatch, sm_count, path):
     # Two heads: one fused block per head on a one-SM GPU, segments on an H200; the interpreter
     # follows.
     monkeypatch.setattr(planning, "REFERENCE_SM_COUNT", sm_count)
     ran = []
-    for name in ("fused_state_out", "sequence_parallel_state_out", "fwd_pass_state"):
+    for name in ("fused_state_out", "sequence_parallel_states", "fwd_pass_state"):
         kernel = getattr(api, name)
         monkeypatch.setattr(api, name, lambda *a, kernel=kernel, name=name, **k:
                             ran.append(name) or kernel(*a, **k))
