@@ -18,7 +18,6 @@ from mamba2_tile.kernels import (DEFAULT_OPTIONS, ForwardOptions, FusedStateOutO
                                  fused_state_out_launch, fwd_pass_state_launch,
                                  segment_pass_launch, segment_states_launch,
                                  selective_state_update_launch)
-                                 segment_pass_launch, segment_states_launch)
 from mamba2_tile.kernels.varlen_states import varlen_states_launch
 
 
