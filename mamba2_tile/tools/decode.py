@@ -114,8 +114,21 @@ def _call(fn, inputs, state):
                       D=inputs["D"], z=inputs["z"], dt_bias=inputs["dt_bias"], dt_softplus=True)
 
 
+def _measure(fn, name, inputs, y_ref, state_ref, reps, flush_buffer, nbytes, copy_rate):
+    """``<name>_ms``, its copy fraction and its errors on ``y`` and the new state."""
+    state = inputs["state"].clone()              # one step from the same state, for the errors
+    y = _call(fn, inputs, state)()
+    fields = {f"{name}_rel_err": measurement.errors(y.cpu(), y_ref)[0],
+              f"{name}_state_rel_err": measurement.errors(state.cpu(), state_ref)[0]}
+    ms = measurement.median_ms(_call(fn, inputs, state), reps, flush_buffer)
+    fields[f"{name}_ms"] = ms
+    fields[f"{name}_copy_fraction"] = nbytes / (ms * 1e-3) / copy_rate
+    return fields
+
+
 def measure_row(args, state_dtype, batch, reps, flush_buffer, copy_rate, theirs):
-    """One row: this package's and (with ``theirs``) mamba_ssm's time, errors, bandwidth."""
+    """One row: this package's and (with ``theirs``) mamba_ssm's time, errors, bandwidth; a
+    failure of mamba_ssm's call is stored in ``mamba_ssm_error`` and the run goes on."""
     layer = dict(nheads=args.nheads, headdim=args.headdim, dstate=args.dstate,
                  ngroups=args.ngroups)
     inputs = decode_inputs(batch, **layer, state_dtype=state_dtype, dtype=args.dtype)
@@ -123,18 +136,15 @@ def measure_row(args, state_dtype, batch, reps, flush_buffer, copy_rate, theirs)
     nbytes = minimal_bytes(batch, **layer, state_dtype=state_dtype, dtype=args.dtype)
     row = dict(batch=batch, **layer, state_dtype=state_dtype, dtype=args.dtype,
                minimal_bytes=nbytes, copy_gbps=copy_rate / 1e9)
-    for name, fn in (("mamba2_tile", selective_state_update), ("mamba_ssm", theirs)):
-        if fn is None:
-            row[f"{name}_ms"] = None
-            continue
-        state = inputs["state"].clone()          # one step from the same state, for the errors
-        y = _call(fn, inputs, state)()
-        row[f"{name}_rel_err"] = measurement.errors(y.cpu(), y_ref)[0]
-        row[f"{name}_state_rel_err"] = measurement.errors(state.cpu(), state_ref)[0]
-        ms = measurement.median_ms(_call(fn, inputs, state), reps, flush_buffer)
-        row[f"{name}_ms"] = ms
-        row[f"{name}_copy_fraction"] = nbytes / (ms * 1e-3) / copy_rate
-        del state, y
+    row.update(_measure(selective_state_update, "mamba2_tile", inputs, y_ref, state_ref, reps,
+                        flush_buffer, nbytes, copy_rate))
+    row["mamba_ssm_ms"] = None
+    if theirs is not None:
+        try:
+            row.update(_measure(theirs, "mamba_ssm", inputs, y_ref, state_ref, reps,
+                                flush_buffer, nbytes, copy_rate))
+        except Exception as error:                   # noqa: BLE001 - recorded, not hidden
+            row["mamba_ssm_error"] = f"{type(error).__name__}: {str(error)[:300]}"
     if row["mamba_ssm_ms"] is not None:
         row["speedup"] = row["mamba_ssm_ms"] / row["mamba2_tile_ms"]
     del inputs
@@ -155,13 +165,19 @@ COLUMNS = [
 
 
 def format_table(rows, mamba_ssm_missing=False):
-    """The rows as text; mamba_ssm's columns say "not installed" where it did not import and
-    ``-`` where a value is absent otherwise. Errors are relative (``‖out − ref‖ / ‖ref‖``)."""
+    """The rows as text; mamba_ssm's columns say "not installed" where it did not import,
+    "failed" where its call raised (``mamba_ssm_error``) and ``-`` where a value is absent
+    otherwise. Errors are relative (``‖out − ref‖ / ‖ref‖``)."""
     def cell(row, key, fmt):
         value = row.get(key)
-        if value is None:
-            return NOT_INSTALLED if mamba_ssm_missing and "mamba_ssm" in key else "-"
-        return fmt.format(value)
+        if value is not None:
+            return fmt.format(value)
+        if "mamba_ssm" in key or key == "speedup":
+            if mamba_ssm_missing:
+                return NOT_INSTALLED
+            if row.get("mamba_ssm_error"):
+                return "failed"
+        return "-"
     body = [[cell(row, key, fmt) for _, key, fmt in COLUMNS] for row in rows]
     return tabulate(body, headers=[header for header, _, _ in COLUMNS], disable_numparse=True,
                     colalign=("left", *["right"] * (len(COLUMNS) - 1)))
@@ -226,6 +242,10 @@ def main(argv=None, data_dir=DATA_DIR):
           f"headdim {args.headdim}, dstate {args.dstate}, ngroups {args.ngroups}, "
           f"inputs {args.dtype}")
     print(format_table(rows, mamba_ssm_missing=theirs is None))
+    for row in rows:
+        if row.get("mamba_ssm_error"):
+            print(f"mamba_ssm failed at {row['state_dtype']} state, batch {row['batch']}: "
+                  f"{row['mamba_ssm_error']}")
     if not args.no_save:
         print(f"wrote {stem.with_suffix('.json')} and .csv")
     return 0

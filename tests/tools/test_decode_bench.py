@@ -114,8 +114,10 @@ def test_the_table_with_made_up_timings():
 def test_the_table_says_when_mamba_ssm_is_not_installed():
     table = decode.format_table([fake_row("float32", 4, theirs=False)], mamba_ssm_missing=True)
     row = table.splitlines()[2]
-    assert row.count(decode.NOT_INSTALLED) == 4 and "0.0123" in row
+    assert row.count(decode.NOT_INSTALLED) == 5 and "0.0123" in row
     assert "-" in decode.format_table([fake_row("float32", 4, theirs=False)]).splitlines()[2]
+    failed = {**fake_row("float32", 4, theirs=False), "mamba_ssm_error": "RuntimeError: x"}
+    assert decode.format_table([failed]).splitlines()[2].count("failed") == 5
 
 
 def test_a_whole_run_with_the_gpu_parts_faked(tmp_path, monkeypatch, capsys):
@@ -149,3 +151,16 @@ def test_a_whole_run_with_the_gpu_parts_faked(tmp_path, monkeypatch, capsys):
     header = (tmp_path / "decode_test.csv").read_text().splitlines()[0]
     assert "mamba_ssm_ms" in header and "speedup" in header
     assert "fake GPU" in capsys.readouterr().out
+
+
+def test_a_failing_mamba_ssm_is_recorded_and_the_run_goes_on(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("no kernel for this")
+    args = decode.parse_args(["--nheads", "2", "--headdim", "4", "--dstate", "8"])
+    cpu_inputs = decode.decode_inputs
+    monkeypatch.setattr(decode, "decode_inputs",
+                        lambda *a, **k: cpu_inputs(*a, **{**k, "device": "cpu"}))
+    monkeypatch.setattr(decode.measurement, "median_ms", lambda fn, reps, buffer: 0.01)
+    row = decode.measure_row(args, "float32", 3, 5, None, 1e12, broken)
+    assert row["mamba2_tile_ms"] == 0.01 and row["mamba_ssm_ms"] is None
+    assert row["mamba_ssm_error"] == "RuntimeError: no kernel for this" and "speedup" not in row
