@@ -84,8 +84,9 @@ def plot_decode_memory(state_bytes, nheads, headdim, prompt_len, bytes_per_value
     """Bytes one layer keeps per sequence while it reads a prompt and then generates.
 
     ``state_bytes[i]``: the SSM state's size after token ``i + 1`` (the notebook's prefill and
-    decode loop, which reads it off the state tensor); the KV cache of attention with the same ``nheads`` x ``headdim`` grows by
-    a key and a value per token (:func:`mamba2_tile.cost.kv_cache_bytes`).
+    decode loop, which reads it off the state tensor); the KV cache of attention with the same
+    ``nheads`` x ``headdim`` grows by a key and a value per token
+    (:func:`mamba2_tile.cost.kv_cache_bytes`).
     """
     tokens = np.arange(1, len(state_bytes) + 1)
     kv = kv_cache_bytes(tokens, 1, nheads, headdim, bytes_per_value)
