@@ -78,3 +78,9 @@ def test_memory_plots_draw_from_the_package_formulas():
     for fig in (plots.plot_kv_cache_vs_state(), plots.plot_layer_memory()):
         assert len(fig.axes) == 1
         plt.close(fig)
+    fig = plots.plot_decode_memory([1024] * 12, nheads=4, headdim=8, prompt_len=8,
+                                   bytes_per_value=4)
+    kv, state = fig.axes[0].lines[:2]
+    assert list(kv.get_ydata()) == [kv_cache_bytes(t, 1, 4, 8, 4) for t in range(1, 13)]
+    assert list(state.get_ydata()) == [1024] * 12
+    plt.close(fig)

@@ -71,6 +71,7 @@ def test_chart_draws_both_bars_and_the_lone_one():
     ax = fig.axes[0]
     assert len(ax.patches) == 4          # 2 cuTile bars + 2 mamba_ssm bars (one of them NaN)
     assert [t.get_text() for t in ax.texts] == ["1.20x"]
+    assert ax.get_yscale() == "log"          # times spanning decades stay readable
 
 
 def test_the_real_data_file_if_present_has_the_format():

@@ -3,7 +3,9 @@
 * ``plot_kv_cache_vs_state``: a whole model, a Transformer's KV cache vs Mamba-2's state (00);
 * ``plot_layer_memory``: one layer, the three things that can grow with the sequence: the state
   (does not), the KV cache (linearly) and a materialised T x T score matrix, T = seqlen
-  (quadratically) (01).
+  (quadratically) (01);
+* ``plot_decode_memory``: one layer during generation, the state measured at every token
+  against the KV cache an attention layer of the same heads would hold (08).
 """
 
 import matplotlib.pyplot as plt
@@ -74,5 +76,31 @@ def plot_layer_memory(max_seqlen=2 ** 20, transformer=TRANSFORMER, mamba=MAMBA2,
                  f"{transformer['headdim']} vs {mamba['nheads']} SSM heads of "
                  f"{mamba['headdim']} x {mamba['dstate']}", fontsize=9)
     ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def plot_decode_memory(state_bytes, nheads, headdim, prompt_len, bytes_per_value):
+    """Bytes one layer keeps per sequence while it reads a prompt and then generates.
+
+    ``state_bytes[i]``: the SSM state's size after token ``i + 1`` (the notebook's prefill and
+    decode loop, which reads it off the state tensor); the KV cache of attention with the same
+    ``nheads`` x ``headdim`` grows by a key and a value per token
+    (:func:`mamba2_tile.cost.kv_cache_bytes`).
+    """
+    tokens = np.arange(1, len(state_bytes) + 1)
+    kv = kv_cache_bytes(tokens, 1, nheads, headdim, bytes_per_value)
+    fig, ax = plt.subplots(figsize=(6.0, 3.2), dpi=90)
+    ax.plot(tokens, kv, "o-", ms=3, label="attention: KV cache (a key and a value per token)")
+    ax.plot(tokens, state_bytes, "s-", ms=3, label="Mamba-2: state (its size in the run)")
+    ax.axvline(prompt_len + 0.5, color="gray", ls=":", lw=1)
+    ax.annotate("prefill | decode", (prompt_len + 0.5, 0), xytext=(-28, 6),
+                textcoords="offset points", fontsize=8, color="gray")
+    ax.set_xlim(0, len(tokens) + 1)
+    ax.set_ylim(0, max(kv.max(), max(state_bytes)) * 1.1)
+    ax.set_xlabel("tokens seen (prompt, then generated)")
+    ax.set_ylabel("bytes per sequence, one layer")
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(True, alpha=0.3)
     fig.tight_layout()
     return fig

@@ -1,0 +1,29 @@
+"""The decode benchmark's command on a GPU, small and quick: it runs, and this package's errors
+against float64 are small (mamba_ssm's columns are filled where it imports)."""
+
+import json
+
+import pytest
+import torch
+
+from mamba2_tile.tools import decode
+
+try:
+    import cuda.tile  # noqa: F401
+    HAS_CUTILE = True
+except Exception:   # ImportError, or the CUDA driver library failing to load
+    HAS_CUTILE = False
+
+pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and HAS_CUTILE),
+                                reason="needs a CUDA GPU and cuda.tile")
+
+
+def test_decode_bench_runs(tmp_path):
+    assert decode.main(["--batch", "1", "16", "--nheads", "8", "--reps", "3",
+                        "--name", "decode_gpu_test"], data_dir=tmp_path) == 0
+    rows = json.loads((tmp_path / "decode_gpu_test.json").read_text())["rows"]
+    assert [(r["state_dtype"], r["batch"]) for r in rows] == [
+        ("float32", 1), ("float32", 16), ("bfloat16", 1), ("bfloat16", 16)]
+    for row in rows:
+        assert row["mamba2_tile_ms"] > 0 and row["mamba2_tile_rel_err"] < 2e-2
+        assert row["mamba2_tile_state_rel_err"] < 2e-2
