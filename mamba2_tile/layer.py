@@ -109,6 +109,32 @@ class GatedRMSNorm(nn.Module):
         return y.to(dtype)
 
 
+class _NoBackward(torch.autograd.Function):
+    """Stands in the graph for a kernel call without a backward pass: its output passes
+    unchanged, and a backward through it raises, where it would otherwise leave the gradients
+    of the kernel's inputs silently out (the kernel's output is not part of the graph)."""
+
+    @staticmethod
+    def forward(ctx, y, what, *inputs):
+        ctx.what = what
+        return y.view_as(y)
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError(f"{ctx.what} has no backward pass here: gradients cannot flow through "
+                           f"the SSM of this Mamba2 layer (run it under torch.no_grad() for "
+                           f"inference)")
+
+
+def _no_silent_gradient(y, what, *inputs):
+    """``y``, joined to the graph by :class:`_NoBackward` when grad mode is on, some input
+    needs a gradient and ``what`` gave ``y`` none."""
+    inputs = [t for t in inputs if isinstance(t, torch.Tensor)]
+    if torch.is_grad_enabled() and not y.requires_grad and any(t.requires_grad for t in inputs):
+        return _NoBackward.apply(y, what, *inputs)
+    return y
+
+
 def _positive_int(name, value):
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -257,6 +283,8 @@ class Mamba2(nn.Module):
             conv_state.copy_(self._conv_window(xBC_in, seq_idx, cu_seqlens))
         else:
             y = results
+        y = _no_silent_gradient(y, "mamba_chunk_scan_combined", x, dt, B, C, z, self.A_log,
+                                self.D, self.dt_bias)
         return self._output(y.flatten(-2), z, z0, x0)
 
     def _split(self, zxbcdt):
@@ -367,6 +395,8 @@ class Mamba2(nn.Module):
             dt_bias=None if dt_bias is None else dt_bias[:, None].expand(shape),
             dt_softplus=dt_bias is not None)
         conv_state.copy_(window)            # after the decode step's checks have passed
+        y = _no_silent_gradient(y, "selective_state_update", x, dt, B, C, z, self.A_log, self.D,
+                                self.dt_bias)
         out = self._output(y.flatten(-2), z, z0, x0)
         return out.unsqueeze(1), conv_state, ssm_state
 
