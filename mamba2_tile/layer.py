@@ -254,9 +254,12 @@ class Mamba2(nn.Module):
                              f"{tuple(u.shape)}")
         batch, length, _ = u.shape
         if seq_idx is not None and (not isinstance(seq_idx, torch.Tensor)
-                                    or tuple(seq_idx.shape) != (batch, length)):
-            raise ValueError(f"seq_idx must be a (batch, seqlen) = ({batch}, {length}) tensor, "
-                             f"got {getattr(seq_idx, 'shape', seq_idx)!r}")
+                                    or tuple(seq_idx.shape) != (batch, length)
+                                    or seq_idx.device != u.device):
+            got = (f"{tuple(seq_idx.shape)} on {seq_idx.device}"
+                   if isinstance(seq_idx, torch.Tensor) else repr(seq_idx))
+            raise ValueError(f"seq_idx must be a (batch, seqlen) = ({batch}, {length}) tensor "
+                             f"on {u.device} like u, got {got}")
         if inference_params is not None:
             cache_batch = batch if cu_seqlens is None else cu_seqlens.shape[0] - 1
             conv_state, ssm_state = self._get_states_from_cache(inference_params, cache_batch)
@@ -265,7 +268,6 @@ class Mamba2(nn.Module):
                 return out
 
         z0, x0, z, xBC, dt = self._split(self.in_proj(u))
-        xBC_in = xBC
         x, B, C = self._split_xBC(self.causal_conv(xBC, seq_idx))
         caching = inference_params is not None
         results = mamba_chunk_scan_combined(
@@ -280,7 +282,7 @@ class Mamba2(nn.Module):
             # written only now, after every check of the scan has passed
             y, final_states, *varlen_states = results
             ssm_state.copy_(varlen_states[0] if cu_seqlens is not None else final_states)
-            conv_state.copy_(self._conv_window(xBC_in, seq_idx, cu_seqlens))
+            conv_state.copy_(self._conv_window(xBC, seq_idx, cu_seqlens))
         else:
             y = results
         y = _no_silent_gradient(y, "mamba_chunk_scan_combined", x, dt, B, C, z, self.A_log,

@@ -352,7 +352,7 @@ def test_bad_call_arguments_leave_the_caches_untouched():
     u = inputs(2, 5, layer.d_model)
     with pytest.raises(ValueError, match=r"u must be \(batch, seqlen, d_model = 16\)"):
         layer(u[..., :8])
-    with pytest.raises(ValueError, match=r"seq_idx must be a \(batch, seqlen\) = \(2, 5\)"):
+    with pytest.raises(ValueError, match=r"seq_idx must be a \(batch, seqlen\) = \(2, 5\) tensor"):
         layer(u, seq_idx=torch.zeros(2, 4, dtype=torch.int32))
     with pytest.raises(ValueError, match="layer_idx"):
         make_layer(**CONFIGS["plain"], layer_idx=None)(
