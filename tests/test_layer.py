@@ -187,6 +187,27 @@ def test_backward_is_never_silently_partial():
         assert not layer(inputs(1, 5, layer.d_model)).requires_grad
 
 
+def test_the_scan_gets_views_of_the_projections(monkeypatch):
+    """x, B, C are cut from the convolution's output and dt, z from the in-projection's, as
+    torch.split views: the layer copies none of them for the scan."""
+    import mamba2_tile.layer
+
+    seen = {}
+
+    def scan(x, dt, A, B, C, chunk_size, **kwargs):
+        seen.update(x=x, dt=dt, B=B, C=C, z=kwargs["z"])
+        return mamba_chunk_scan(x, dt, A, B, C, chunk_size, **kwargs)
+
+    mamba_chunk_scan = mamba2_tile.layer.mamba_chunk_scan_combined
+    monkeypatch.setattr(mamba2_tile.layer, "mamba_chunk_scan_combined", scan)
+    layer = make_layer(**CONFIGS["no_rmsnorm"])        # z goes to the scan as its gate
+    layer(inputs(1, 6, layer.d_model))
+    storage = {name: t.untyped_storage().data_ptr() for name, t in seen.items()}
+    assert storage["x"] == storage["B"] == storage["C"]
+    assert storage["dt"] == storage["z"] != storage["x"]
+    assert not seen["x"].is_contiguous() and not seen["dt"].is_contiguous()
+
+
 def test_gated_rmsnorm_groups():
     norm = GatedRMSNorm(8, group_size=4)
     y = torch.tensor([[1.0, 1, 1, 1, 2, 2, 2, 2]])
