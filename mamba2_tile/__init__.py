@@ -9,6 +9,8 @@ core, the library
 * ``api``              ``mamba_chunk_scan_combined`` on torch tensors
 * ``decode``           ``selective_state_update``: the decode step, one token, state in place
 * ``reference_decode`` its float64 NumPy reference
+* ``layer``            ``Mamba2``: mamba_ssm's Mamba-2 layer (same parameters) on these kernels,
+                       with its generation cache (``InferenceParams``)
 * ``reference``        float64 NumPy references: recurrence, quadratic form, chunked stages
 * ``torch_reference``  the chunked algorithm in plain PyTorch (baseline, float64 ground truth)
 * ``problem``          ``Problem``, the sizes of one call (with its label), and the argument
@@ -50,4 +52,8 @@ def __getattr__(name):
         from mamba2_tile.decode import selective_state_update
 
         return selective_state_update
+    if name in ("Mamba2", "InferenceParams"):
+        from mamba2_tile import layer
+
+        return getattr(layer, name)
     raise AttributeError(f"module 'mamba2_tile' has no attribute {name!r}")
