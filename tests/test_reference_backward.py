@@ -11,7 +11,11 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mamba2_tile.reference_backward import SSDGradients, ssd_recurrent_backward
+from mamba2_tile.reference_backward import (
+    SSDGradients,
+    ssd_chunked_backward,
+    ssd_recurrent_backward,
+)
 
 NAMES = ("x", "dt", "A", "B", "C", "D", "z", "dt_bias", "initial_states")
 
@@ -161,13 +165,18 @@ def test_recurrent_softplus_threshold():
                      autograd_gradients(inputs, dy, options), inputs)
 
 
+def chunked_by_4(dy, **arguments):
+    return ssd_chunked_backward(dy, chunk_size=4, **arguments)
+
+
+@pytest.mark.parametrize("backward", [ssd_recurrent_backward, chunked_by_4])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_recurrent_matches_finite_differences(seed):
+def test_matches_finite_differences(seed, backward):
     rng = np.random.default_rng(seed)
-    inputs, dy, options = make_problem(rng, 2, 6, 2, 2, 1, 3, D_shape=(2,), with_z=True,
+    inputs, dy, options = make_problem(rng, 2, 7, 2, 2, 1, 3, D_shape=(2,), with_z=True,
                                        with_bias=True, with_h0=True, with_dfinal=True,
                                        packed=True)
-    grads = ssd_recurrent_backward(dy, **inputs, **options)
+    grads = backward(dy, **inputs, **options)
     eps = 1e-6
     for name in inputs:
         for _ in range(3):
@@ -221,4 +230,46 @@ def build(p):
 def test_recurrent_matches_autograd_odd_shapes(p):
     inputs, dy, options = build(p)
     assert_gradients(ssd_recurrent_backward(dy, **inputs, **options),
+                     autograd_gradients(inputs, dy, options), inputs)
+
+
+@pytest.mark.parametrize("chunk_size", [1, 4, 16])
+def test_chunked_matches_autograd_everything_on(chunk_size):
+    rng = np.random.default_rng(5)
+    inputs, dy, options = make_problem(rng, 2, 9, 3, 2, 3, 4, **FULL)
+    assert_gradients(ssd_chunked_backward(dy, **inputs, chunk_size=chunk_size, **options),
+                     autograd_gradients(inputs, dy, options), inputs)
+
+
+def test_chunked_packed_sequences_match_autograd():
+    rng = np.random.default_rng(6)
+    inputs, dy, options = make_problem(rng, 2, 13, 2, 2, 1, 3, D_shape=(2,), with_h0=True,
+                                       with_dfinal=True, with_z=True)
+    options["seq_idx"] = np.array([[0] * 3 + [1] * 7 + [2] * 3, [1] * 5 + [2] * 8])
+    assert_gradients(ssd_chunked_backward(dy, **inputs, chunk_size=4, **options),
+                     autograd_gradients(inputs, dy, options), inputs)
+
+
+def test_chunked_rejects_bad_chunk_size():
+    rng = np.random.default_rng(7)
+    inputs, dy, options = make_problem(rng, 1, 4, 1, 1, 1, 1)
+    with pytest.raises((TypeError, ValueError), match="chunk_size"):
+        ssd_chunked_backward(dy, **inputs, chunk_size=0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(problems, st.integers(1, 8))
+def test_chunked_matches_recurrent_odd_shapes(p, chunk_size):
+    """Both forms on the same odd problem (seqlen rarely a multiple of the chunk)."""
+    inputs, dy, options = build(p)
+    recurrent = ssd_recurrent_backward(dy, **inputs, **options)
+    chunked = ssd_chunked_backward(dy, **inputs, chunk_size=chunk_size, **options)
+    assert_gradients(chunked, {k: getattr(recurrent, "d" + k) for k in inputs}, inputs)
+
+
+@settings(max_examples=10, deadline=None)
+@given(problems, st.integers(1, 8))
+def test_chunked_matches_autograd_odd_shapes(p, chunk_size):
+    inputs, dy, options = build(p)
+    assert_gradients(ssd_chunked_backward(dy, **inputs, chunk_size=chunk_size, **options),
                      autograd_gradients(inputs, dy, options), inputs)
