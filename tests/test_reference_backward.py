@@ -273,3 +273,26 @@ def test_chunked_matches_autograd_odd_shapes(p, chunk_size):
     inputs, dy, options = build(p)
     assert_gradients(ssd_chunked_backward(dy, **inputs, chunk_size=chunk_size, **options),
                      autograd_gradients(inputs, dy, options), inputs)
+
+
+@pytest.mark.parametrize("backward", [ssd_recurrent_backward, chunked_by_4])
+def test_negative_dt_inside_a_negative_limit(backward):
+    """dt_limit below 0 lets negative dt through: no second clamp to (0, inf) anywhere."""
+    rng = np.random.default_rng(8)
+    inputs, dy, options = make_problem(rng, 1, 9, 2, 2, 1, 2, with_dfinal=True)
+    inputs["dt"] = rng.uniform(-0.4, 0.4, inputs["dt"].shape)
+    options["dt_limit"] = (-0.2, np.inf)
+    assert_gradients(backward(dy, **inputs, **options),
+                     autograd_gradients(inputs, dy, options), inputs)
+
+
+@pytest.mark.parametrize("backward", [ssd_recurrent_backward, chunked_by_4])
+def test_inputs_are_not_modified(backward):
+    rng = np.random.default_rng(9)
+    inputs, dy, options = make_problem(rng, 1, 6, 3, 2, 1, 2, **FULL)
+    before = {k: v.copy() for k, v in {**inputs, **options, "dy": dy}.items()
+              if isinstance(v, np.ndarray)}
+    backward(dy, **inputs, **options)
+    for name, value in {**inputs, **options, "dy": dy}.items():
+        if name in before:
+            np.testing.assert_array_equal(value, before[name], err_msg=name)
