@@ -18,6 +18,25 @@ every input, two ways:
   ``chunk_state_backward`` and ``compute_out_backward`` (each chunk's own gradients), then
   ``chunk_cumsum_backward`` (back through the running sum and the ``dt`` pre-processing).
 
+How the gradients are derived (the recipe both forms follow). The loss depends on the inputs
+only through ``out`` and ``final_states``, and its gradients with respect to those are given;
+every other gradient is the chain rule applied to one line of the forward at a time, last line
+first:
+
+1. the gate ``out = y * silu(z)`` is elementwise: ``dy = dout * silu(z)``,
+   ``dz = dout * y * silu'(z)``;
+2. the skip ``y += D x`` sends ``D dy`` to ``dx`` and ``dy * x`` (summed over what ``D`` does
+   not index) to ``dD``;
+3. a product ``u = v w`` sends ``du * w`` to ``v`` and ``v * du`` to ``w``; an outer product
+   ``x ⊗ B`` becomes a matrix-vector product in reverse (``dx = G B``, ``dB = Gᵀ x``);
+4. a linear map in time runs backward in time: ``h_t`` is used by ``y_t`` and by ``h_{t+1}``,
+   so its gradient gathers from both, i.e. from the *future* (the state gradient flows from the
+   last token to the first);
+5. ``d exp(dt A) / d dt = A exp(dt A)`` and ``/ d A = dt exp(dt A)``: the decay gives both
+   ``ddt`` and ``dA`` from the same number, ``<g, h_{t-1}> exp(dt A)``;
+6. a value used at several places (``A`` by every token, ``B`` by the heads of a group,
+   ``dt_bias`` by every token) gets the sum of the gradients of all its uses.
+
 Conventions (as ``mamba_ssm``, and as torch autograd through the formulas above):
 
 * softplus is ``log(1 + e^u)`` where ``u <= 20`` and ``u`` itself above (derivative 1 there);
