@@ -404,8 +404,9 @@ def ssd_chunked_backward(dy, x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias
                          dfinal_states=None, seq_idx=None):
     """The gradients of the layer (module doc) by the chunked algorithm, run in reverse.
 
-    1. recompute the forward's ``dt``, ``dA_cumsum`` and ``chunk_states`` (cheaper than storing
-       them) and ``y`` before the gate; back through the gate and ``D``;
+    1. recompute the forward's ``dt``, ``dA_cumsum``, ``chunk_states`` and ``y`` before the
+       gate (whether a kernel should store or recompute them is issue 13's question, not this
+       reference's); back through the gate and ``D``;
     2. :func:`bwd_pass_state` - the state gradient, from the last chunk to the first;
     3. per chunk, :func:`compute_out_backward` (through the outputs) and
        :func:`chunk_state_backward` (through the jump to the next chunk);
