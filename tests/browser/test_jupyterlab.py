@@ -5,7 +5,9 @@ One JupyterLab server from this Python environment serves a temporary copy of ``
 notebook, clicks Run → Run All Cells, waits for the kernel, saves, and the saved file is read back.
 
 What passes is what ``pytest --nbval-lax notebooks`` accepts: no cell may end in an error unless it
-is marked to raise (tag ``raises-exception`` or a ``# NBVAL_RAISES_EXCEPTION`` line). The
+is marked to raise (tag ``raises-exception`` or a ``# NBVAL_RAISES_EXCEPTION`` line). Only the
+tag lets JupyterLab's Run All go on past the error; after a cell with just the comment, Run All
+stops, as it does for a learner, and the test reports the cells that never ran. The
 unfinished exercises do not raise when run: a stub only defines a function, and the check below
 it prints "⏳ ... not implemented yet" (mamba2_tile/course/checks/feedback.py). On top of nbval,
 every widget must have rendered in the page: no "Error displaying widget", no "Loading widget...".
@@ -162,9 +164,9 @@ def click_menu(page, menu, item):
     page.locator(f".lm-Menu-itemLabel:text-is('{item}')").click()
 
 
-def run_all_cells(page, notebook_cells):
-    """Run → Run All Cells, then wait until every code cell has an execution count and the
-    kernel is idle."""
+def run_all_cells(page):
+    """Run → Run All Cells, then wait until the kernel is idle with nothing left queued: every
+    code cell has run, or Run All stopped at a cell that raised (it skips the cells after it)."""
     # Until the kernel has connected, Run All finds no kernel and quietly runs nothing.
     page.wait_for_function(
         """() => {
@@ -174,17 +176,15 @@ def run_all_cells(page, notebook_cells):
             return kernel && kernel.connectionStatus === 'connected' && kernel.status === 'idle';
         }""", timeout=KERNEL_START_S * 1000, polling=500)
     click_menu(page, "Run", "Run All Cells")
-    code_cells = sum(cell["cell_type"] == "code" for cell in notebook_cells)
+    # Run All marks every cell [*] at once, so "some ran, none queued" holds only at the end.
     page.wait_for_function(
-        """count => {
+        """() => {
             const prompts = [...document.querySelectorAll(
-                '.jp-Notebook .jp-CodeCell .jp-InputArea-prompt')];
-            const done = prompts.filter(p => /^\\[\\d+\\]:$/.test(p.textContent.trim()));
+                '.jp-Notebook .jp-CodeCell .jp-InputArea-prompt')].map(p => p.textContent.trim());
             const indicator = document.querySelector('.jp-Notebook-ExecutionIndicator');
-            return prompts.length === count && done.length === count
+            return prompts.some(p => /^\\[\\d+\\]:$/.test(p)) && !prompts.includes('[*]:')
                 && indicator && indicator.dataset.status === 'idle';
-        }""",
-        arg=code_cells, timeout=RUN_ALL_S * 1000, polling=500)
+        }""", timeout=RUN_ALL_S * 1000, polling=500)
 
 
 def save(page, path):
@@ -209,7 +209,7 @@ def wait_for_widgets(page):
     while True:
         text = page.locator(".jp-Notebook").inner_text()
         failures = [failure for failure in WIDGET_FAILURES if failure in text]
-        if not failures or time.monotonic() > deadline:
+        if "Loading widget..." not in failures or time.monotonic() > deadline:
             return outputs, failures
         time.sleep(0.5)
 
@@ -227,40 +227,81 @@ def error_report(cells):
     return report
 
 
-@pytest.mark.parametrize("notebook", selected_notebooks(), ids=lambda path: path.stem)
-def test_run_all_cells_in_jupyterlab(notebook, chromium, lab):
+def run_in_lab(chromium, lab, name):
+    """Open ``name`` in JupyterLab, Run All Cells, save; screenshot the page and each widget.
+
+    Returns the saved notebook, the number of widgets shown in the page, the widget failure
+    texts still in the page, and the browser console's errors."""
     base, token, root = lab
-    copy = root / notebook.name
-    original = json.loads(copy.read_text(encoding="utf-8"))
+    stem = Path(name).stem
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page = chromium.new_page(viewport={"width": 1400, "height": 1000})
     console_errors = []
     page.on("console", lambda message: message.type == "error" and console_errors.append(message.text))
     try:
-        page.goto(f"{base}/lab/tree/{notebook.name}?reset&token={token}")
+        page.goto(f"{base}/lab/tree/{name}?reset&token={token}")
         try:
-            run_all_cells(page, original["cells"])
+            run_all_cells(page)
         finally:
-            page.screenshot(path=ARTIFACTS / f"{notebook.stem}.png")
-        saved = save(page, copy)
+            page.screenshot(path=ARTIFACTS / f"{stem}.png")
+        saved = save(page, root / name)
         widget_outputs, widget_failures = wait_for_widgets(page)
         shown_widgets = widget_outputs.count()
         for number in range(shown_widgets):
             widget = widget_outputs.nth(number)
             widget.scroll_into_view_if_needed()
-            widget.screenshot(path=ARTIFACTS / f"{notebook.stem}-widget{number}.png")
+            widget.screenshot(path=ARTIFACTS / f"{stem}-widget{number}.png")
     finally:
         page.close()
+    return saved, shown_widgets, widget_failures, console_errors
 
-    codes = [cell for cell in saved["cells"] if cell["cell_type"] == "code"]
-    assert all(cell.get("execution_count") for cell in codes), \
-        f"{notebook.name}: the saved file has code cells that never ran"
+
+def saved_widget_count(notebook):
+    return sum(WIDGET_MIME in output.get("data", {})
+               for cell in notebook["cells"] if cell["cell_type"] == "code"
+               for output in cell.get("outputs", []))
+
+
+@pytest.mark.parametrize("notebook", selected_notebooks(), ids=lambda path: path.stem)
+def test_run_all_cells_in_jupyterlab(notebook, chromium, lab):
+    saved, shown_widgets, widget_failures, console_errors = run_in_lab(chromium, lab, notebook.name)
     errors = error_report(saved["cells"])
     assert not errors, f"{notebook.name}: cells ended in an error:\n" + "\n".join(errors)
+    assert all(cell.get("execution_count") for cell in saved["cells"] if cell["cell_type"] == "code"), \
+        f"{notebook.name}: the saved file has code cells that never ran"
     assert not widget_failures, (
         f"{notebook.name}: a widget did not render ({', '.join(widget_failures)}); "
         f"browser console errors:\n" + "\n".join(console_errors))
-    saved_widgets = sum(WIDGET_MIME in output.get("data", {})
-                        for cell in codes for output in cell.get("outputs", []))
-    assert shown_widgets == saved_widgets, (
-        f"{notebook.name}: {saved_widgets} widget outputs saved but {shown_widgets} shown in the page")
+    assert shown_widgets == saved_widget_count(saved), (
+        f"{notebook.name}: {saved_widget_count(saved)} widget outputs saved "
+        f"but {shown_widgets} shown in the page")
+
+
+def test_the_browser_check_sees_errors_and_broken_widgets(chromium, lab):
+    """The checks above are not vacuous: a notebook with a cell marked to raise, a working
+    widget, a widget whose model does not exist, and finally an unmarked error."""
+    import nbformat
+
+    cells = [
+        nbformat.v4.new_code_cell("raise ValueError('expected')",
+                                  metadata={"tags": ["raises-exception"]}),
+        nbformat.v4.new_code_cell("import ipywidgets\nipywidgets.IntSlider(value=3)"),
+        nbformat.v4.new_code_cell(
+            "from IPython.display import display\n"
+            f"display({{{WIDGET_MIME!r}: {{'model_id': 'no-such-model', "
+            "'version_major': 2, 'version_minor': 0}}, raw=True)"),
+        nbformat.v4.new_code_cell("1 / 0"),
+        nbformat.v4.new_code_cell("'never runs: Run All stops at the error above'"),
+    ]
+    notebook = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": {
+        "name": "python3", "display_name": "Python 3", "language": "python"}})
+    name = "zz_browser_selftest.ipynb"
+    nbformat.write(notebook, lab[2] / name)
+
+    saved, shown_widgets, widget_failures, _ = run_in_lab(chromium, lab, name)
+
+    errors = error_report(saved["cells"])
+    assert len(errors) == 1 and errors[0].startswith("cell 3 ('1 / 0'): ZeroDivisionError"), errors
+    assert saved["cells"][4].get("execution_count") is None
+    assert widget_failures == ["Error displaying widget"], widget_failures
+    assert shown_widgets == 1 and saved_widget_count(saved) == 2
