@@ -40,6 +40,7 @@ SERVER_START_S = 120
 KERNEL_START_S = 120
 RUN_ALL_S = 300        # the slowest notebook (09 compiles kernels) takes well under this
 WIDGET_RENDER_S = 30
+MAX_SCREENSHOT_PX = 16_000
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 WIDGET_FAILURES = ("Error displaying widget", "Loading widget...")
 
@@ -244,6 +245,7 @@ def run_in_lab(chromium, lab, name):
             page.screenshot(path=ARTIFACTS / f"{stem}.png")
         saved = save(page, root / name)
         widget_outputs, widget_failures = wait_for_widgets(page)
+        screenshot_whole_notebook(page, ARTIFACTS / f"{stem}-all.png")
         shown_widgets = widget_outputs.count()
         for number in range(shown_widgets):
             widget = widget_outputs.nth(number)
@@ -253,6 +255,23 @@ def run_in_lab(chromium, lab, name):
         page.close()
         shut_down_kernels(base, token)
     return saved, shown_widgets, widget_failures, console_errors
+
+
+def screenshot_whole_notebook(page, path):
+    """The notebook from top to bottom in one picture: a window as tall as the notebook's
+    scrolled content (up to Chromium's largest screenshot), scrolled to the top."""
+    height = page.evaluate("""() => {
+        const panel = window.jupyterapp.shell.currentWidget.node;
+        const scroller = [panel, ...panel.querySelectorAll('*')]
+            .filter(e => ['auto', 'scroll'].includes(getComputedStyle(e).overflowY))
+            .reduce((a, b) => (b.scrollHeight > a.scrollHeight ? b : a));
+        scroller.scrollTop = 0;
+        return scroller.scrollHeight;
+    }""")
+    viewport = page.viewport_size
+    page.set_viewport_size({"width": viewport["width"], "height": min(height + 200, MAX_SCREENSHOT_PX)})
+    page.screenshot(path=path)
+    page.set_viewport_size(viewport)
 
 
 def shut_down_kernels(base, token):
