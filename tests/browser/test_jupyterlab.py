@@ -102,14 +102,16 @@ def chromium():
     sync_api = pytest.importorskip(
         "playwright.sync_api", reason="Playwright is not installed (pip install -e '.[dev]')")
     with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, headless=True)
+        # Containers often give /dev/shm 64 MB, too little for Chromium's shared memory.
+        browser = playwright.chromium.launch(executable_path=executable, headless=True,
+                                             args=["--disable-dev-shm-usage"])
         yield browser
         browser.close()
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    """A JupyterLab server over a temporary copy of notebooks/; yields (base URL, root dir)."""
+    """A JupyterLab server over a temporary copy of notebooks/; yields (base URL, token, root)."""
     home = tmp_path_factory.mktemp("lab")
     root = home / "root"
     shutil.copytree(ROOT / "notebooks", root)
@@ -130,7 +132,8 @@ def lab(tmp_path_factory):
                # window.jupyterapp: to see when the kernel is ready and the file saved
                # (the test acts through the menus, as a learner does)
                "--LabApp.expose_app_in_browser=True"]
-    if os.geteuid() == 0:      # containers and CI run as root; Jupyter refuses it unless told
+    # Containers and CI run as root, which Jupyter refuses unless told.
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
         command.append("--allow-root")
     log = (home / "server.log").open("w")
     server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
