@@ -21,8 +21,12 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $@
 
+# The course opens in work/, the learner's git-ignored copy of notebooks/ (only missing notebooks
+# are copied in, so updates never overwrite work). As root (containers, JupyterHub images)
+# Jupyter needs --allow-root.
 lab: $(BIN)/.installed
-	$(BIN)/jupyter lab notebooks/00_welcome.ipynb
+	$(BIN)/python -m mamba2_tile.course.exercises copy
+	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) work/00_welcome.ipynb
 
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest tests
