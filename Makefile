@@ -12,7 +12,7 @@ BIN    := $(VENV)/bin
 NO_CUTILE_VENV ?= .venv-no-cutile
 NO_CUTILE_BIN  := $(NO_CUTILE_VENV)/bin
 
-.PHONY: lab test test-without-cutile notebooks solutions golden clean
+.PHONY: lab test test-without-cutile notebooks solutions slides golden clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -57,6 +57,10 @@ solutions: $(BIN)/.installed
 
 notebooks: $(BIN)/.installed
 	$(BIN)/python -m mamba2_tile.course.exercises
+
+# For instructors: one reveal.js deck per notebook, with its outputs, in slides/ (git-ignored).
+slides: $(BIN)/.installed
+	$(BIN)/python -m mamba2_tile.course.slides
 
 golden: $(BIN)/.installed
 	$(BIN)/python -m mamba2_tile.tools.golden
