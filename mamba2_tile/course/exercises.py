@@ -148,6 +148,8 @@ def main(argv=None):
                                               "keeping your version as a .bak-<time> file")
     reset.add_argument("number", help="the notebook's number, e.g. 05")
     args = parser.parse_args(argv)
+    if args.check and args.command:
+        parser.error(f"--check checks notebooks/; it does nothing with {args.command}")
     if args.command == "copy":
         for name in copy_missing(ROOT / "notebooks", WORK):
             print(f"copied notebooks/{name} to work/")

@@ -81,3 +81,10 @@ def test_command_line_reset_and_its_error(course, monkeypatch, capsys):
         exercises.main(["reset", "42"])
     assert exit_.value.code == 2
     assert "valid numbers: 00, 05, 10" in capsys.readouterr().err
+
+
+def test_check_with_a_subcommand_is_refused(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        exercises.main(["--check", "reset", "05"])
+    assert exit_.value.code == 2
+    assert "--check checks notebooks/; it does nothing with reset" in capsys.readouterr().err
