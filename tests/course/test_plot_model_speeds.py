@@ -26,3 +26,15 @@ def test_the_chart_has_one_group_per_row():
     rows = showcase_rows()
     ax = plot_model_speeds(rows)
     assert len(ax.get_xticks()) == len(rows) and ax.get_yscale() == "log"
+
+
+def test_notebook_00s_prose_holds_for_the_stored_data():
+    """Notebook 00 says: in bfloat16 we beat both peers on every stored shape, the narrowest
+    lead is the smallest problem (the fourth showcase row), and float32 without TF32 loses."""
+    from mamba2_tile.tools.results import load_models_results
+
+    bf16 = [row for row in load_models_results()["rows"] if row["dtype"] == "bfloat16"]
+    assert all(row["vs_best_peer"] > 1 for row in bf16)
+    narrowest = min(bf16, key=lambda row: row["vs_best_peer"])
+    assert narrowest["vs_best_peer"] == showcase_rows()[3]["vs_best_peer"]
+    assert showcase_rows()[-1]["vs_best_peer"] < 1
