@@ -12,7 +12,7 @@ BIN    := $(VENV)/bin
 NO_CUTILE_VENV ?= .venv-no-cutile
 NO_CUTILE_BIN  := $(NO_CUTILE_VENV)/bin
 
-.PHONY: lab test test-without-cutile notebooks solutions golden clean
+.PHONY: lab test test-without-cutile notebooks solutions slides golden clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,8 +21,12 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $@
 
+# The course opens in work/, the learner's git-ignored copy of notebooks/ (only missing notebooks
+# are copied in, so updates never overwrite work). As root (containers, JupyterHub images)
+# Jupyter needs --allow-root.
 lab: $(BIN)/.installed
-	$(BIN)/jupyter lab notebooks/00_welcome.ipynb
+	$(BIN)/python -m mamba2_tile.course.exercises copy
+	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) work/00_welcome.ipynb
 
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest tests
@@ -53,6 +57,10 @@ solutions: $(BIN)/.installed
 
 notebooks: $(BIN)/.installed
 	$(BIN)/python -m mamba2_tile.course.exercises
+
+# For instructors: one reveal.js deck per notebook, with its outputs, in slides/ (git-ignored).
+slides: $(BIN)/.installed
+	$(BIN)/python -m mamba2_tile.course.slides
 
 golden: $(BIN)/.installed
 	$(BIN)/python -m mamba2_tile.tools.golden

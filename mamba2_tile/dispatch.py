@@ -22,6 +22,9 @@ import numbers
 import os
 
 FORCE_ENV = "MAMBA2_TILE_INTERPRET"
+# cuTile compiles for Ampere (sm_80) and newer; an older GPU (Colab's T4 is sm_75) gets the
+# interpreter, as a machine without a GPU does.
+MIN_CAPABILITY = (8, 0)
 CUTILE = "cutile"
 INTERPRETER = "interpreter"
 
@@ -34,14 +37,14 @@ def interpret_forced() -> bool:
 
 @functools.lru_cache(maxsize=None)
 def gpu_available() -> bool:
-    """True when real cuTile can run kernels here: the package imports and torch sees a GPU.
-    (Asked once per process: it is on the path of every launch.)"""
+    """True when real cuTile can run kernels here: the package imports and torch sees a GPU of
+    at least ``MIN_CAPABILITY``. (Asked once per process: it is on the path of every launch.)"""
     try:
         import cuda.tile  # noqa: F401
         import torch
     except ImportError:
         return False
-    return torch.cuda.is_available()
+    return torch.cuda.is_available() and tuple(torch.cuda.get_device_capability()) >= MIN_CAPABILITY
 
 
 def default_device() -> str:

@@ -21,7 +21,7 @@ import subprocess
 from dataclasses import dataclass
 
 from mamba2_tile.compiler import NO_COMPILER
-from mamba2_tile.dispatch import FORCE_ENV, interpret_forced
+from mamba2_tile.dispatch import FORCE_ENV, MIN_CAPABILITY, interpret_forced
 
 GPU_PATH = "kernels run on the GPU through cuTile"
 INTERPRETER_PATH = "kernels run on the CPU tile interpreter"
@@ -46,7 +46,8 @@ class Environment:
 
     @property
     def runs_on_gpu(self):
-        return self.has_gpu and self.cutile_version is not None and not self.interpret_forced
+        return (self.has_gpu and self.cutile_version is not None and not self.interpret_forced
+                and self.compute_capability >= MIN_CAPABILITY)
 
     @property
     def path(self):
@@ -95,6 +96,8 @@ class Environment:
             return " (no GPU)"
         if self.cutile_version is None:
             return " (cuTile is not installed)"
+        if self.compute_capability < MIN_CAPABILITY:
+            return " (cuTile needs sm_{}{} or newer)".format(*MIN_CAPABILITY)
         return ""
 
 

@@ -6,17 +6,26 @@
 learner starts from a clean notebook whose checks say "not implemented yet" (execution
 timestamps go too, so re-running a solution without changing it changes nothing here).
 
+Learners do not edit ``notebooks/`` (it is tracked, and pulling an update would conflict with
+their work): ``make lab`` opens a git-ignored working copy, ``work/``, which only ever gains the
+notebooks it is missing; ``reset`` puts one notebook back to its fresh state there.
+
     python -m mamba2_tile.course.exercises           # regenerate notebooks/
     python -m mamba2_tile.course.exercises --check   # exit 1 if notebooks/ is stale
+    python -m mamba2_tile.course.exercises copy      # add missing notebooks to work/
+    python -m mamba2_tile.course.exercises reset 05  # restore work/05_*.ipynb, keeping a backup
 """
 
 import argparse
 import json
 import re
+import shutil
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]   # the repository: solutions/ and notebooks/
+WORK = ROOT / "work"                         # the learner's copy; .gitignore lists it
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
 STUB = 'raise NotImplementedError("Exercise: write your code here")'
@@ -93,11 +102,67 @@ def write_exercises(solutions=ROOT / "solutions", notebooks=ROOT / "notebooks"):
     return sorted(expected)
 
 
+def copy_missing(notebooks=ROOT / "notebooks", work=WORK):
+    """Copy into ``work`` each notebook it does not have yet; never touch one that is there."""
+    work.mkdir(exist_ok=True)
+    copied = []
+    for path in sorted(notebooks.glob("*.ipynb")):
+        if not (work / path.name).exists():
+            shutil.copyfile(path, work / path.name)
+            copied.append(path.name)
+    return copied
+
+
+def reset_notebook(number, notebooks=ROOT / "notebooks", work=WORK, stamp=None):
+    """Restore notebook ``number`` (e.g. "05" or "5") in ``work`` from ``notebooks``.
+
+    The learner's version, if any, is renamed to ``<name>.bak-<stamp>`` first, so nothing is
+    lost. Returns ``(restored path, backup path or None)``; an unknown number raises ValueError
+    listing the valid ones.
+    """
+    by_number = {path.name.split("_", 1)[0]: path for path in sorted(notebooks.glob("*.ipynb"))}
+    key = number.zfill(2) if number.isdigit() else number
+    if key not in by_number:
+        raise ValueError(f"no notebook numbered {number!r}; valid numbers: {', '.join(by_number)}")
+    source = by_number[key]
+    target = work / source.name
+    work.mkdir(exist_ok=True)
+    backup = None
+    if target.exists():
+        stamp = stamp or time.strftime("%Y%m%d-%H%M%S")
+        backup = target.with_name(f"{target.name}.bak-{stamp}")
+        if backup.exists():
+            raise FileExistsError(f"{backup} already exists; not overwriting a backup")
+        target.rename(backup)
+    shutil.copyfile(source, target)
+    return target, backup
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",
                         help="do not write; exit 1 if notebooks/ differs from what would be written")
+    commands = parser.add_subparsers(dest="command")
+    commands.add_parser("copy", help="copy the notebooks missing from work/ (make lab does this)")
+    reset = commands.add_parser("reset", help="restore one notebook in work/ from notebooks/, "
+                                              "keeping your version as a .bak-<time> file")
+    reset.add_argument("number", help="the notebook's number, e.g. 05")
     args = parser.parse_args(argv)
+    if args.check and args.command:
+        parser.error(f"--check checks notebooks/; it does nothing with {args.command}")
+    if args.command == "copy":
+        for name in copy_missing(ROOT / "notebooks", WORK):
+            print(f"copied notebooks/{name} to work/")
+        return 0
+    if args.command == "reset":
+        try:
+            target, backup = reset_notebook(args.number, ROOT / "notebooks", WORK)
+        except ValueError as error:
+            parser.error(str(error))
+        if backup:
+            print(f"your version is kept as {backup.relative_to(ROOT)}")
+        print(f"restored {target.relative_to(ROOT)} from notebooks/")
+        return 0
     if args.check:
         stale = stale_exercises()
         if stale:

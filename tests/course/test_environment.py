@@ -48,6 +48,27 @@ def test_cpu_only_takes_the_interpreter_path():
     assert str(env).endswith(f"=> {INTERPRETER_PATH} (no GPU)")
 
 
+def test_a_gpu_older_than_ampere_takes_the_interpreter_path():
+    env = make(gpu_name="Tesla T4", compute_capability=(7, 5))   # Colab's free GPU
+    assert not env.runs_on_gpu and env.path == INTERPRETER_PATH
+    assert str(env).endswith(f"=> {INTERPRETER_PATH} (cuTile needs sm_80 or newer)")
+
+
+def test_the_dispatcher_sends_an_old_gpu_to_the_interpreter(monkeypatch):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("cuda.tile")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *device: (7, 5))
+    dispatch.gpu_available.cache_clear()
+    try:
+        assert not dispatch.gpu_available()
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *device: (8, 0))
+        dispatch.gpu_available.cache_clear()
+        assert dispatch.gpu_available()
+    finally:
+        dispatch.gpu_available.cache_clear()
+
+
 def test_gpu_without_cutile_takes_the_interpreter_path():
     env = make(cutile_version=None, cutile_problem="ModuleNotFoundError: No module named 'cuda'",
                tileiras_path=None, tileiras_version=None)
