@@ -20,7 +20,10 @@ of two), in row blocks of ``BLOCK_M`` positions; the ``(BLOCK_M, BLOCK_M)`` piec
 and ``L ∘ dy xᵀ`` live in registers between the two ``ct.mma`` that make and consume them, and
 blocks above the diagonal are skipped. ``dB`` and ``dC`` are written per head, ``(b, l, h, n)``:
 the caller sums the heads of each group. The gradients through ``dA_cumsum`` follow from these
-(``ddt_j`` and ``dy_i · y_i``, see :mod:`mamba2_tile.autograd`). Everything is float32.
+(``ddt_j`` and ``dy_i · y_i``, see :mod:`mamba2_tile.autograd`). As in the forward kernels (and
+mamba_ssm), ``ct.mma`` operands are rounded to the input dtype (tensor cores for 16-bit inputs;
+float32 ``mma`` for float32 inputs, whose fully unrolled code would be far larger) and
+everything accumulates in float32.
 """
 
 import torch
@@ -48,14 +51,15 @@ def bwd_chunk_kernel(
     g = h // (x.shape[2] // B.shape[2])
     seqlen = x.shape[1]
     zero = ct.PaddingMode.ZERO
+    mma_dtype = x.dtype
 
     # In log2 units: every exp is an exp2 (kernels/exp2.py).
     dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)),
                          (1, 1)) * LOG2E
     dh = ct.reshape(ct.load(dstates, (b, h, c, 0, 0), (1, 1, 1, HEADDIM, DSTATE),
-                            padding_mode=zero), (HEADDIM, DSTATE)).astype(ct.float32)
+                            padding_mode=zero), (HEADDIM, DSTATE)).astype(mma_dtype)
     h_enter = ct.reshape(ct.load(chunk_states, (b, h, c, 0, 0), (1, 1, 1, HEADDIM, DSTATE),
-                                 padding_mode=zero), (HEADDIM, DSTATE)).astype(ct.float32)
+                                 padding_mode=zero), (HEADDIM, DSTATE)).astype(mma_dtype)
 
     # dx, ddt, dB: column blocks j, each summing over the row blocks i >= j.
     for j in range(blocks_per_chunk):
@@ -67,9 +71,9 @@ def bwd_chunk_kernel(
                               (BLOCK_M, 1)) * LOG2E
             dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
             B_j = ct.load(B, (b, col_block, g, 0), (1, BLOCK_M, 1, DSTATE), padding_mode=zero)
-            B_j = ct.reshape(B_j, (BLOCK_M, DSTATE)).astype(ct.float32)
+            B_j = ct.reshape(B_j, (BLOCK_M, DSTATE)).astype(mma_dtype)
             x_j = ct.load(x, (b, col_block, h, 0), (1, BLOCK_M, 1, HEADDIM), padding_mode=zero)
-            x_j = ct.reshape(x_j, (BLOCK_M, HEADDIM)).astype(ct.float32)
+            x_j = ct.reshape(x_j, (BLOCK_M, HEADDIM)).astype(mma_dtype)
 
             to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)             # (BLOCK_M, 1)
             u = ct.mma(B_j, ct.transpose(dh), ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32))
@@ -83,10 +87,10 @@ def bwd_chunk_kernel(
                                       (1, BLOCK_M)) * LOG2E
                     C_i = ct.load(C, (b, row_block, g, 0), (1, BLOCK_M, 1, DSTATE),
                                   padding_mode=zero)
-                    C_i = ct.reshape(C_i, (BLOCK_M, DSTATE)).astype(ct.float32)
+                    C_i = ct.reshape(C_i, (BLOCK_M, DSTATE)).astype(mma_dtype)
                     dy_i = ct.load(dy, (b, row_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
                                    padding_mode=zero)
-                    dy_i = ct.reshape(dy_i, (BLOCK_M, HEADDIM)).astype(ct.float32)
+                    dy_i = ct.reshape(dy_i, (BLOCK_M, HEADDIM)).astype(mma_dtype)
                     rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
                                       (1, BLOCK_M))
                     # Transposed pieces, (j, i): clamp before exp2, as in compute_out (above
@@ -96,16 +100,16 @@ def bwd_chunk_kernel(
                     causal = rows >= cols
                     scores_t = ct.mma(B_j, ct.transpose(C_i),
                                       ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                    scores_t = ct.where(causal, scores_t * decay, 0.0)
+                    scores_t = ct.where(causal, scores_t * decay, 0.0).astype(mma_dtype)
                     u = ct.mma(scores_t, dy_i, u)
                     dyx_t = ct.mma(x_j, ct.transpose(dy_i),
                                    ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                    dyx_t = ct.where(causal, dyx_t * decay, 0.0)
+                    dyx_t = ct.where(causal, dyx_t * decay, 0.0).astype(mma_dtype)
                     dB_j = ct.mma(dyx_t, C_i, dB_j)
             ct.store(dx, (b, col_block, h, 0),
                      ct.reshape(u * dt_j, (1, BLOCK_M, 1, HEADDIM)))
-            ct.store(ddt, (b, h, c, j),
-                     ct.reshape(ct.sum(x_j * u, axis=1), (1, 1, 1, BLOCK_M)))
+            ddt_j = ct.sum(x_j.astype(ct.float32) * u, axis=1)
+            ct.store(ddt, (b, h, c, j), ct.reshape(ddt_j, (1, 1, 1, BLOCK_M)))
             ct.store(dB, (b, col_block, h, 0),
                      ct.reshape(dB_j * dt_j, (1, BLOCK_M, 1, DSTATE)))
 
@@ -116,7 +120,7 @@ def bwd_chunk_kernel(
             dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)),
                               (BLOCK_M, 1)) * LOG2E
             dy_i = ct.load(dy, (b, row_block, h, 0), (1, BLOCK_M, 1, HEADDIM), padding_mode=zero)
-            dy_i = ct.reshape(dy_i, (BLOCK_M, HEADDIM)).astype(ct.float32)
+            dy_i = ct.reshape(dy_i, (BLOCK_M, HEADDIM)).astype(mma_dtype)
             dC_i = ct.mma(dy_i, h_enter, ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32))
             dC_i = dC_i * ct.exp2(dA_i, flush_to_zero=True)
             rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
@@ -127,16 +131,16 @@ def bwd_chunk_kernel(
                 dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (1, BLOCK_M))
                 x_j = ct.load(x, (b, col_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
                               padding_mode=zero)
-                x_j = ct.reshape(x_j, (BLOCK_M, HEADDIM)).astype(ct.float32)
+                x_j = ct.reshape(x_j, (BLOCK_M, HEADDIM)).astype(mma_dtype)
                 B_j = ct.load(B, (b, col_block, g, 0), (1, BLOCK_M, 1, DSTATE),
                               padding_mode=zero)
-                B_j = ct.reshape(B_j, (BLOCK_M, DSTATE)).astype(ct.float32)
+                B_j = ct.reshape(B_j, (BLOCK_M, DSTATE)).astype(mma_dtype)
                 cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (1, BLOCK_M))
                 decay = ct.exp2(ct.minimum(dA_i - dA_j, 0.0, propagate_nan=True),
                                 flush_to_zero=True)
                 dyx = ct.mma(dy_i, ct.transpose(x_j),
                              ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                dyx = ct.where(rows >= cols, dyx * decay * dt_j, 0.0)
+                dyx = ct.where(rows >= cols, dyx * decay * dt_j, 0.0).astype(mma_dtype)
                 dC_i = ct.mma(dyx, B_j, dC_i)
             ct.store(dC, (b, row_block, h, 0), ct.reshape(dC_i, (1, BLOCK_M, 1, DSTATE)))
 

@@ -15,7 +15,8 @@ the gradient of the state *leaving* chunk ``c`` (``dh_{c+1}``, what the per-chun
 ``dh_0``, is the gradient of ``initial_states``.
 
 ``dy`` here is the gradient of the scan's output before the skip and the gate (float32, the
-gate's chain rule applied by the caller). All operands are float32.
+gate's chain rule applied by the caller); the ``mma`` operands are rounded to the dtype of ``C``,
+the state gradient accumulates in float32.
 """
 
 import torch
@@ -58,8 +59,9 @@ def bwd_state_pass_kernel(
         dy_c = ct.load(dy, (b, c, h, p_tile), (1, CHUNK_SIZE, 1, BLOCK_P), padding_mode=zero)
         dy_c = ct.reshape(dy_c, (CHUNK_SIZE, BLOCK_P)).astype(ct.float32)
         C_c = ct.load(C, (b, c, g, n_tile), (1, CHUNK_SIZE, 1, BLOCK_N), padding_mode=zero)
-        C_c = ct.reshape(C_c, (CHUNK_SIZE, BLOCK_N)).astype(ct.float32)
-        dy_read = dy_c * ct.exp2(dA, flush_to_zero=True)
+        C_c = ct.reshape(C_c, (CHUNK_SIZE, BLOCK_N))
+        # Rounded to the dtype of C for the mma (tensor cores for 16-bit inputs), as the forward.
+        dy_read = (dy_c * ct.exp2(dA, flush_to_zero=True)).astype(C.dtype)
         dstate = ct.mma(ct.transpose(dy_read), C_c,
                         dstate * ct.exp2(dA_last, flush_to_zero=True))
     ct.store(dinitial_states, (b, h, p_tile, n_tile),
