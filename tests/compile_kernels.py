@@ -18,6 +18,8 @@ from mamba2_tile.kernels import (DEFAULT_OPTIONS, ForwardOptions, FusedStateOutO
                                  fused_state_out_launch, fwd_pass_state_launch,
                                  segment_pass_launch, segment_states_launch,
                                  selective_state_update_launch)
+from mamba2_tile.kernels.bwd_chunk import bwd_chunk_launch
+from mamba2_tile.kernels.bwd_state_pass import bwd_state_pass_launch
 from mamba2_tile.kernels.varlen_states import varlen_states_launch
 
 
@@ -236,6 +238,7 @@ def package_examples():
     yield from _decode_examples()
     yield from _packed_examples()
     yield from _view_examples()
+    yield from _backward_examples()
     # D of shape (nheads,): the other branch of compute_out.
     x = torch.zeros(1, 70, 4, 64, dtype=torch.bfloat16)
     B = torch.zeros(1, 70, 1, 128, dtype=torch.bfloat16)
@@ -243,6 +246,26 @@ def package_examples():
     chunk_states = torch.zeros(1, 4, 2, 64, 128)
     launch, _ = compute_out_launch(x, dA_cumsum, dA_cumsum, B, B, chunk_states, D=torch.zeros(4))
     yield "compute_out[bfloat16-chunk64-D_per_head-n128]", launch.kernel, launch.args
+
+
+def _backward_examples():
+    """The backward kernels: every input dtype, the three chunk sizes, dstate up to 256 and
+    padded headdim / dstate (never run, only compiled)."""
+    for dtype, chunk_size, headdim, dstate in [(torch.bfloat16, 64, 64, 64),
+                                               (torch.float16, 128, 64, 256),
+                                               (torch.float32, 256, 80, 48)]:
+        batch, nheads, ngroups, nchunks = 1, 4, 2, 2
+        seqlen = (nchunks - 1) * chunk_size + 3
+        x = torch.zeros(batch, seqlen, nheads, headdim, dtype=dtype)
+        B = torch.zeros(batch, seqlen, ngroups, dstate, dtype=dtype)
+        dA_cumsum = torch.zeros(batch, nheads, nchunks, chunk_size)
+        dy = torch.zeros(x.shape)
+        states = torch.zeros(batch, nheads, nchunks, headdim, dstate)
+        passing, _ = bwd_state_pass_launch(dy, B, dA_cumsum, states[:, :, 0])
+        chunk, _ = bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), states, states, dy)
+        tag = f"{str(dtype).removeprefix('torch.')}-chunk{chunk_size}-p{headdim}-n{dstate}"
+        for name, launch in [("bwd_state_pass", passing), ("bwd_chunk", chunk)]:
+            yield f"{name}[{tag}]", launch.kernel, launch.args
 
 
 def _decode_examples():

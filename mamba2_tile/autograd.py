@@ -1,0 +1,151 @@
+"""Training: gradients of :func:`mamba2_tile.api.mamba_chunk_scan_combined`.
+
+:class:`SSDFunction` is the ``torch.autograd.Function`` the API routes a call through when a
+tensor argument requires a gradient. Its forward runs the API's forward kernels unchanged and
+saves only the inputs; its backward (:func:`ssd_backward`) recomputes what is cheap to recompute
+and runs the backward kernels:
+
+1. ``chunk_cumsum`` again (``dA_cumsum``, the prepared ``dt``), ``fwd_pass_state`` again (the
+   state entering each chunk, float32), and ``compute_out`` without skip and gate, written in
+   float32: the scan's output ``y_ssd``, which the gate's gradient and ``dA_cumsum``'s need;
+2. the gate and skip backward (elementwise): ``dz``, ``dD`` and the scan's output gradient ``dy``;
+3. :mod:`mamba2_tile.kernels.bwd_state_pass`: the state gradient walking the chunks in reverse,
+   ending at the gradient of ``initial_states``;
+4. :mod:`mamba2_tile.kernels.bwd_chunk`: ``dx``, ``dB``, ``dC`` and ``dt``'s direct gradient;
+5. ``dA_cumsum``'s gradient, from step 4 and two dot products::
+
+       d dA_cumsum_k = dy_k · y_ssd_k - dt_k ddt_k  (+ <dh_{c+1}, h_{c+1}> at a chunk's last
+                                                      position: the decay of the whole chunk)
+
+   and its reverse running sum in each chunk, the gradient of each token's step ``dt_k A``:
+   ``dA`` and the rest of ``ddt``; then ``dt``'s chain back through the clamp to ``dt_limit``
+   (no gradient where clamped), the softplus and ``dt_bias``.
+
+Steps 2 and 5 are elementwise work and sums in PyTorch (on the tensors' device); the work that
+grows with ``chunk_size x dstate`` runs in the cuTile kernels. Packed sequences (``seq_idx``) and
+``return_varlen_states`` have no backward yet: the API refuses them when a gradient is needed.
+"""
+
+import torch
+import torch.nn.functional as F
+
+from mamba2_tile.kernels.bwd_chunk import bwd_chunk
+from mamba2_tile.kernels.bwd_state_pass import bwd_state_pass
+from mamba2_tile.kernels.chunk_cumsum import DA_STEP_MIN, SOFTPLUS_THRESHOLD, chunk_cumsum
+from mamba2_tile.kernels.compute_out import compute_out_launch
+from mamba2_tile.kernels.fwd_pass_state import fwd_pass_state
+from mamba2_tile.kernels.launching import KernelLaunch
+
+TENSOR_ARGUMENTS = ("x", "dt", "A", "B", "C", "D", "z", "dt_bias", "initial_states")
+
+
+class SSDFunction(torch.autograd.Function):
+    """``(y, final_states)`` of the forward pass ``run_forward`` (the API's, planned for these
+    inputs), differentiable in every tensor of :data:`TENSOR_ARGUMENTS`."""
+
+    @staticmethod
+    def forward(ctx, run_forward, settings, x, dt, A, B, C, D, z, dt_bias, initial_states):
+        tensors = (x, dt, A, B, C, D, z, dt_bias, initial_states)
+        ctx.save_for_backward(*tensors)
+        ctx.settings = settings
+        # Detached: the kernels read the tensors' memory, outside autograd's view.
+        y, final_states = run_forward(*(None if t is None else t.detach() for t in tensors))
+        return y, final_states
+
+    @staticmethod
+    def backward(ctx, dy, dfinal_states):
+        tensors = ctx.saved_tensors
+        grads = ssd_backward(*tensors, **ctx.settings, dy=dy, dfinal_states=dfinal_states,
+                             needs=ctx.needs_input_grad[2:])
+        return (None, None) + grads
+
+
+def _to_chunks(t, chunk_size):
+    """(b, l, h) -> (b, h, c, s), zero past seqlen: the chunk layout of ``dt``."""
+    pad = -t.shape[1] % chunk_size
+    t = F.pad(t, (0, 0, 0, pad))
+    return t.reshape(t.shape[0], -1, chunk_size, t.shape[2]).permute(0, 3, 1, 2)
+
+
+def _from_chunks(t, seqlen):
+    """(b, h, c, s) -> (b, l, h): the inverse of :func:`_to_chunks`."""
+    b, h, c, s = t.shape
+    return t.permute(0, 2, 3, 1).reshape(b, c * s, h)[:, :seqlen]
+
+
+def _scan_output(x, dt_chunks, dA_cumsum, B, C, chunk_states):
+    """``compute_out`` without skip and gate, stored in float32 (its tiles are float32 until
+    the store, whatever the dtype of ``x``)."""
+    launch, _ = compute_out_launch(x, dt_chunks, dA_cumsum, B, C, chunk_states)
+    y_ssd = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+    args = launch.named_args()
+    args["y"] = y_ssd
+    KernelLaunch(launch.grid, launch.kernel, tuple(args.values())).run()
+    return y_ssd
+
+
+def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, dt_softplus,
+                 dt_limit, dy, dfinal_states, needs=(True,) * 9):
+    """The gradients of ``(y, final_states)`` for output gradients ``dy`` and ``dfinal_states``
+    (either may be ``None``: zero); returns one gradient per :data:`TENSOR_ARGUMENTS` entry, in
+    that input's dtype, ``None`` for an absent input or one whose ``needs`` entry is False."""
+    batch, seqlen, nheads, headdim = x.shape
+    ngroups, dstate = B.shape[2], B.shape[3]
+    dA_cumsum, dt_chunks = chunk_cumsum(dt, A, chunk_size, dt_bias=dt_bias,
+                                        dt_softplus=dt_softplus, dt_limit=tuple(dt_limit))
+    chunk_states, final_states = fwd_pass_state(x, B, dt_chunks, dA_cumsum, initial_states)
+    y_ssd = _scan_output(x, dt_chunks, dA_cumsum, B, C, chunk_states)
+
+    x32 = x.float()
+    dy = torch.zeros_like(y_ssd) if dy is None else dy.float()
+    if dfinal_states is None:
+        dfinal_states = torch.zeros_like(final_states)
+    D_full = None if D is None else (D.float()[:, None] if D.dim() == 1 else D.float())
+    dz = None
+    if z is not None:
+        y_pre = y_ssd if D is None else y_ssd + x32 * D_full
+        z32 = z.float()
+        gate = torch.sigmoid(z32)
+        dz = dy * y_pre * gate * (1 + z32 * (1 - gate))     # d silu(z) / dz
+        dy = dy * z32 * gate
+    dD = None
+    if D is not None:
+        dD = (dy * x32).sum((0, 1))
+        if D.dim() == 1:
+            dD = dD.sum(-1)
+
+    dstates, dinitial_states = bwd_state_pass(dy, C, dA_cumsum, dfinal_states.float())
+    dx, ddt_chunks, dB_heads, dC_heads = bwd_chunk(x, dt_chunks, dA_cumsum, B, C, chunk_states,
+                                                   dstates, dy)
+    if D is not None:
+        dx = dx + dy * D_full
+    dB = dB_heads.view(batch, seqlen, ngroups, nheads // ngroups, dstate).sum(3)
+    dC = dC_heads.view(batch, seqlen, ngroups, nheads // ngroups, dstate).sum(3)
+
+    # dA_cumsum's gradient (module doc, step 5), then each step's: a reverse running sum.
+    states_after = torch.cat([chunk_states[:, :, 1:], final_states[:, :, None]], dim=2)
+    whole_chunk = (dstates * states_after).sum((-2, -1))                   # (b, h, c)
+    d_dA_cumsum = _to_chunks((dy * y_ssd).sum(-1), chunk_size) - dt_chunks * ddt_chunks
+    d_step = d_dA_cumsum.flip(-1).cumsum(-1).flip(-1) + whole_chunk[..., None]
+    A32 = A.float()[None, :, None, None]
+    # chunk_cumsum floors each step dt * A at DA_STEP_MIN: no gradient where floored.
+    d_step = torch.where(dt_chunks * A32 < DA_STEP_MIN, 0.0, d_step)
+    dA = (d_step * dt_chunks).sum((0, 2, 3))
+    ddt = _from_chunks(ddt_chunks + d_step * A32, seqlen)
+
+    # dt's chain: clamp (no gradient where clamped), softplus (only at or below the
+    # threshold), bias.
+    dt_raw = dt.float() if dt_bias is None else dt.float() + dt_bias.float()
+    if dt_softplus:
+        below = dt_raw <= SOFTPLUS_THRESHOLD
+        dt_soft = torch.where(below, F.softplus(dt_raw), dt_raw)
+        ddt = ddt * torch.where(below, torch.sigmoid(dt_raw), 1.0)
+    else:
+        dt_soft = dt_raw
+    ddt = torch.where((dt_soft < dt_limit[0]) | (dt_soft > dt_limit[1]), 0.0, ddt)
+    ddt_bias = None if dt_bias is None else ddt.sum((0, 1))
+
+    grads = (dx, ddt, dA, dB, dC, dD, dz, ddt_bias, dinitial_states)
+    inputs = (x, dt, A, B, C, D, z, dt_bias, initial_states)
+    return tuple(None if t is None or not need else grad.to(t.dtype)
+                 for grad, t, need in zip(grads, inputs, needs))

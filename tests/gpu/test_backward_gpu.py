@@ -1,0 +1,61 @@
+"""The backward kernels on a real GPU: gradients of mamba_chunk_scan_combined against torch
+autograd through the float64 recurrence (tests/kernels/grad_cases.py), on the GPU.
+
+Skipped unless torch sees a CUDA device and the real ``cuda.tile`` imports. Covers every dstate
+16-256, every chunk size, seqlen not a multiple of the chunk, with and without ``z``, ``D`` of
+both shapes, ``initial_states``, ``dt_softplus`` with ``dt_limit``, one and two groups, and a
+bfloat16 case.
+"""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kernels"))  # grad_cases
+
+from grad_cases import check  # noqa: E402
+from ssd_cases import Case  # noqa: E402
+
+try:
+    import cuda.tile  # noqa: F401
+    HAVE_CUTILE = True
+except Exception:   # ImportError, or the CUDA driver library failing to load
+    HAVE_CUTILE = False
+
+pytestmark = pytest.mark.skipif(
+    not (torch.cuda.is_available() and HAVE_CUTILE),
+    reason="needs a CUDA GPU and the real cuda.tile package",
+)
+
+# float32 on the GPU: the kernels' exp2 is the hardware's approximate one (about 22 bits).
+GPU_FLOAT32_TOLERANCE = 1e-3
+FEATURES = [
+    dict(),
+    dict(D="head", z=True, initial_states=True),
+    dict(D="channel", dt_bias=True, dt_softplus=True, dt_limit=(0.001, 0.5), initial_states=True),
+    dict(D="channel", z=True, ngroups=2),
+]
+
+
+@pytest.mark.parametrize("dstate", [16, 64, 128, 256])
+@pytest.mark.parametrize("chunk_size", [64, 128, 256])
+def test_gradients(dstate, chunk_size):
+    features = FEATURES[(dstate.bit_length() + chunk_size.bit_length()) % len(FEATURES)]
+    case = Case(batch=2, seqlen=2 * chunk_size + 37, nheads=4, headdim=64, dstate=dstate,
+                seed=dstate + chunk_size, **features)
+    check(case, chunk_size, tolerance=GPU_FLOAT32_TOLERANCE, device="cuda")
+
+
+@pytest.mark.parametrize("features", FEATURES, ids=["bare", "head-z-init", "channel-dt",
+                                                    "channel-z-groups"])
+def test_every_feature(features):
+    case = Case(batch=1, seqlen=300, nheads=4, headdim=32, dstate=128, seed=11, **features)
+    check(case, 128, tolerance=GPU_FLOAT32_TOLERANCE, device="cuda")
+
+
+def test_bfloat16():
+    case = Case(batch=2, seqlen=200, nheads=4, headdim=64, dstate=64, dtype=torch.bfloat16,
+                D="head", z=True, initial_states=True, seed=12)
+    check(case, 64, tolerance=5e-2, device="cuda")

@@ -1,0 +1,76 @@
+"""Gradient checks shared by the interpreter and GPU backward tests: an independent float64
+recurrence run token by token under torch autograd, and the comparison with the kernels'
+gradients of the same random loss."""
+
+import torch
+import torch.nn.functional as F
+
+from mamba2_tile.api import mamba_chunk_scan_combined
+from ssd_cases import api_kwargs, make_case
+
+# float32 kernels against the float64 recurrence: relative to each gradient's largest entry.
+FLOAT32_TOLERANCE = 2e-4
+
+
+def recurrence(x, dt, A, B, C, D=None, z=None, dt_bias=None, initial_states=None,
+               dt_softplus=False, dt_limit=(0.0, float("inf"))):
+    """``(y, final_states)`` of the SSD recurrence, one token at a time (float64, autograd)."""
+    batch, seqlen, nheads, headdim = x.shape
+    heads_per_group = nheads // B.shape[2]
+    B = B.repeat_interleave(heads_per_group, dim=2)
+    C = C.repeat_interleave(heads_per_group, dim=2)
+    if dt_bias is not None:
+        dt = dt + dt_bias
+    if dt_softplus:
+        dt = torch.where(dt <= 20.0, F.softplus(dt), dt)
+    dt = dt.clamp(*dt_limit)
+    state = (x.new_zeros(batch, nheads, headdim, B.shape[3]) if initial_states is None
+             else initial_states)
+    ys = []
+    for t in range(seqlen):
+        decay = torch.exp(dt[:, t] * A)[:, :, None, None]
+        state = decay * state + (dt[:, t, :, None] * x[:, t])[..., None] * B[:, t, :, None, :]
+        ys.append(torch.einsum("bhpn,bhn->bhp", state, C[:, t]))
+    y = torch.stack(ys, dim=1)
+    if D is not None:
+        y = y + x * (D[:, None] if D.dim() == 1 else D)
+    if z is not None:
+        y = y * F.silu(z)
+    return y, state
+
+
+def gradients(case, chunk_size, with_final=True, seed=1, device="cpu"):
+    """Gradients of one random loss, from the kernels and from the float64 recurrence."""
+    t = make_case(case, device)
+    generator = torch.Generator().manual_seed(seed)
+    out_y = torch.randn(t["x"].shape, generator=generator, dtype=torch.float64).to(device)
+    out_final = torch.randn(case.batch, case.nheads, case.headdim, case.dstate,
+                            generator=generator, dtype=torch.float64).to(device)
+
+    def loss(y, final_states):
+        value = (y.double() * out_y).sum()
+        return value + (final_states.double() * out_final).sum() if with_final else value
+
+    leaves = {k: v.clone().requires_grad_() for k, v in t.items()}
+    y, final_states = mamba_chunk_scan_combined(chunk_size=chunk_size, return_final_states=True,
+                                                **leaves, **api_kwargs(case))
+    loss(y, final_states).backward()
+    ours = {k: v.grad for k, v in leaves.items()}
+
+    ref_leaves = {k: v.detach().double().requires_grad_() for k, v in t.items()}
+    loss(*recurrence(**ref_leaves, **api_kwargs(case))).backward()
+    return ours, {k: v.grad for k, v in ref_leaves.items()}, t
+
+
+def check(case, chunk_size=64, tolerance=FLOAT32_TOLERANCE, **kwargs):
+    """Every input's gradient exists, has the input's dtype and shape, and lies within
+    ``tolerance`` of the reference's largest entry (per input)."""
+    ours, expected, inputs = gradients(case, chunk_size, **kwargs)
+    for name, grad in ours.items():
+        assert grad is not None, name
+        assert grad.dtype == inputs[name].dtype and grad.shape == inputs[name].shape, name
+        scale = expected[name].abs().max().item()
+        error = (grad.double() - expected[name]).abs().max().item()
+        assert error <= tolerance * max(scale, 1e-6), (
+            f"d{name}: max error {error:.3g}, {error / max(scale, 1e-30):.3g} of its largest "
+            f"entry {scale:.3g}")
