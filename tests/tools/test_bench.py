@@ -9,7 +9,7 @@ import torch
 from mamba2_tile import autotune
 from mamba2_tile.problem import Problem
 from mamba2_tile.tools.bench import __main__ as cli
-from mamba2_tile.tools.bench import measurement, presets, reporting
+from mamba2_tile.tools.bench import measurement, presets, reporting, training
 
 
 def test_without_a_gpu_it_says_so_and_exits_cleanly(capsys, monkeypatch):
@@ -282,3 +282,52 @@ def test_nested_fields_become_flat_csv_columns(tmp_path):
     header = (tmp_path / "m.csv").read_text().splitlines()[0].split(",")
     assert {"ms_mamba2_tile", "ms_fla", "missing_fla", "batch"} <= set(header)
     assert json.loads((tmp_path / "m.json").read_text())["rows"][0]["ms"]["fla"] is None
+
+
+def test_training_preset_holds_the_issue_rows():
+    problems = presets.sweep("training", {})
+    assert all(p.batch == 8 and p.nheads == 64 and p.headdim == 64 and p.dtype == "bfloat16"
+               for p in problems)
+    assert {p.dstate for p in problems} == {64, 128, 256}
+    assert {p.chunk_size for p in problems} == {64, 128, 256}
+    assert {p.seqlen for p in problems} == {2048, 8192, 16384}
+    assert cli.parse_args(["--backward"]).preset == "training"
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--backward", "--ablation"], ["--ablation", "--backward"]),
+    (["--backward", "--totals-only"], ["--totals-only"]),
+])
+def test_backward_options_refused(capsys, argv, words):
+    with pytest.raises(SystemExit) as exit_:
+        cli.parse_args(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert all(word in err for word in words), err
+
+
+def test_training_row_on_the_interpreter(monkeypatch):
+    """Forward + backward through the interpreter's kernels: gradient errors against float64
+    small for ours, large for a peer whose gradients are wrong, ratios from the (fake) times."""
+    make_inputs = measurement.make_inputs
+    monkeypatch.setattr(training, "make_inputs",
+                        lambda problem: make_inputs(problem, device="cpu"))
+    times = iter([2.0, 5.0])
+    monkeypatch.setattr(training, "median_ms", lambda fn, reps, flush, graph=True: next(times))
+
+    def halved(problem):                # a peer with every gradient half what it should be
+        forward, _ = training._mamba2_tile(problem)
+        return (lambda *tensors: forward(*tensors) * 0.5), None
+    implementations = {"mamba2_tile": training._mamba2_tile, "halved": halved,
+                       "absent": lambda problem: (None, "ImportError: nope")}
+    problem = Problem(2, 70, 2, 8, 8, 1, 64, "float32")
+    row = training.measure_training(problem, 3, None, implementations)
+    assert row["ms"] == {"mamba2_tile": 2.0, "halved": 5.0}
+    assert row["vs_best_peer"] == 2.5 and row["timing"]["mamba2_tile"] == "graph"
+    assert row["missing"] == {"absent": "ImportError: nope"}
+    assert set(row["grad_error"]["mamba2_tile"]) == {"x", "dt", "A", "B", "C", "D"}
+    assert row["max_grad_error"]["mamba2_tile"] < 1e-4
+    assert row["max_grad_error"]["halved"] == pytest.approx(0.5, rel=1e-3)
+    assert row["peak_mb"]["mamba2_tile"] is None                    # measured on a GPU only
+    table = reporting.format_training([row])
+    assert problem.label() in table and "2.50" in table

@@ -7,6 +7,7 @@ PyTorch).
     python -m mamba2_tile.tools.bench --seqlen 4096 --dstate 128 --chunk-size 64 --ngroups 1
     python -m mamba2_tile.tools.bench --ablation         # the optimizations one by one (see below)
     python -m mamba2_tile.tools.bench --preset models --name h200_models   # issue 12's shapes
+    python -m mamba2_tile.tools.bench --backward --name h200_backward      # training
 
 For every shape it prints one row: per-kernel and total time of this package, mamba_ssm's
 ``mamba_chunk_scan_combined`` (when importable) and the PyTorch baseline
@@ -39,11 +40,15 @@ row per problem (two for float32): ``ms`` and ``error`` per implementation, ``co
 ``eager_ms`` (this package called eagerly, Python included), ``vs_best_peer`` and the planned
 ``path`` (:func:`.measurement.measure_models`).
 
+Training (``--backward``, preset ``training`` unless ``--preset`` is given): forward + backward
+of this package, mamba_ssm and flash-linear-attention side by side, with each step's peak memory
+and each gradient's error against float64 (:mod:`.training`).
+
 ``--resume`` keeps the rows already in the output file and measures only the missing shapes, so a
 sweep cut short (a time limit) continues where it stopped.
 
 The package, one concern per module: :mod:`.presets` (what is measured: the problems of each
 preset, the ablation ladder), :mod:`.measurement` (inputs, timing, copy bandwidth, errors, the
-implementations compared), :mod:`.reporting` (the rows stored as CSV/JSON, resumed, printed as
-tables) and ``__main__`` (the command line).
+implementations compared), :mod:`.training` (forward + backward), :mod:`.reporting` (the rows
+stored as CSV/JSON, resumed, printed as tables) and ``__main__`` (the command line).
 """

@@ -9,7 +9,7 @@ from tqdm.auto import tqdm
 
 from mamba2_tile.problem import KERNEL_DTYPES
 from mamba2_tile.tools import arguments, bench
-from mamba2_tile.tools.bench import measurement, reporting
+from mamba2_tile.tools.bench import measurement, reporting, training
 from mamba2_tile.tools.bench.presets import PRESETS, grid_presets, sweep
 from mamba2_tile.tools.results import DATA_DIR
 
@@ -23,9 +23,12 @@ def parse_args(argv=None):
                                      description=" ".join(bench.__doc__.split("\n\n")[0].split()),
                                      allow_abbrev=False)
     parser.add_argument("--preset", choices=sorted(PRESETS),
-                        help="the shapes (default: 'ablation' with --ablation, else 'default')")
+                        help="the shapes (default: 'ablation' with --ablation, 'training' with "
+                             "--backward, else 'default')")
     parser.add_argument("--ablation", action="store_true",
                         help="time the optimizations one by one (see the module doc)")
+    parser.add_argument("--backward", action="store_true",
+                        help="time forward + backward (training) and gradient errors")
     for axis in AXES:
         parser.add_argument(f"--{axis.replace('_', '-')}", nargs="+", dest=axis,
                             type=arguments.chunk_size if axis == "chunk_size"
@@ -44,11 +47,15 @@ def parse_args(argv=None):
     parser.add_argument("--totals-only", action="store_true",
                         help="skip the per-kernel times and the PyTorch baseline (faster)")
     args = parser.parse_args(argv)
-    args.preset = args.preset or ("ablation" if args.ablation else "default")
+    if args.ablation and args.backward:
+        parser.error("--ablation and --backward cannot be combined: the ladder is the forward's")
+    args.preset = args.preset or ("ablation" if args.ablation else
+                                  "training" if args.backward else "default")
     arguments.refuse_repeats(parser, args, *AXES, "dtype")
     arguments.refuse_unused(parser, {"--totals-only": args.totals_only},
-                            args.ablation or args.preset == "models",
-                            "to --ablation or --preset models, which time totals only")
+                            args.ablation or args.backward or args.preset == "models",
+                            "to --ablation, --backward or --preset models, which time totals "
+                            "only")
     arguments.refuse_unused(parser, {"--name": args.name}, args.no_save,
                             "with --no-save, which writes no file")
     try:
@@ -78,7 +85,8 @@ def main(argv=None, data_dir=DATA_DIR):
             "copy_gbps_by_method": {k: v / 1e9 for k, v in copy_rates.items()}, "reps": args.reps,
             "command": " ".join(["python -m mamba2_tile.tools.bench", *command])}
     default_name = (f"bench_{args.preset}_ablation" if args.ablation and args.preset != "ablation"
-                    else f"bench_{args.preset}")
+                    else f"bench_{args.preset}_backward" if args.backward
+                    and args.preset != "training" else f"bench_{args.preset}")
     stem = data_dir / (args.name or default_name)
     rows = reporting.previous_rows(stem) if args.resume else []
     done = reporting.measured_problems(rows)
@@ -87,6 +95,8 @@ def main(argv=None, data_dir=DATA_DIR):
             continue
         if args.ablation:
             rows.extend(measurement.measure_ablation(problem, args.reps, flush_buffer, others))
+        elif args.backward:
+            rows.append(training.measure_training(problem, args.reps, flush_buffer))
         elif args.preset == "models":
             rows.extend(measurement.measure_models(problem, args.reps, flush_buffer, copy_rate,
                                                    others, missing))
@@ -101,6 +111,9 @@ def main(argv=None, data_dir=DATA_DIR):
     if args.ablation:
         print(reporting.format_ablation(rows))
         print(reporting.summary(rows))
+    elif args.backward:
+        print(reporting.format_training(rows))
+        print(reporting.models_summary(rows))
     elif args.preset == "models":
         print(reporting.format_models(rows))
         print(reporting.models_summary(rows))

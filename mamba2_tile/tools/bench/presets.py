@@ -52,6 +52,18 @@ _MODEL_SHAPES = [
 ]
 PRESETS["models"] = [Problem(*dims) for dims in _MODEL_SHAPES]
 
+# Issue 13's training rows, forward + backward (``--backward``): the models preset's batch 8 x 64
+# heads, bfloat16, dstate 64-256, chunk 64-256. Ordered so that a run cut short (``--resume``
+# continues it) has measured every dstate and chunk size at 2048 tokens first.
+PRESETS["training"] = [Problem(*dims) for dims in [
+    *[(8, 2048, 64, 64, 128, 1, chunk, "bfloat16") for chunk in (64, 128, 256)],
+    *[(8, 2048, 64, 64, 256, 1, chunk, "bfloat16") for chunk in (64, 256)],
+    *[(8, 8192, 64, 64, 64, 1, chunk, "bfloat16") for chunk in (64, 256)],
+    *[(8, 8192, 64, 64, 128, 1, chunk, "bfloat16") for chunk in (64, 128, 256)],
+    *[(8, 8192, 64, 64, 256, 1, chunk, "bfloat16") for chunk in (64, 256)],
+    *[(8, 16384, 64, 64, 128, 1, chunk, "bfloat16") for chunk in (64, 128, 256)],
+]]
+
 # The ablation (``--ablation``): (step, switches added to the previous step or "autotune",
 # which input dtypes the step applies to; None: all).
 LADDER = [

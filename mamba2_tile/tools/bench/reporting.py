@@ -108,6 +108,25 @@ def models_summary(rows):
             f"{sum(r >= 1.5 for r in ratios)} of {len(ratios)} rows at 1.5x or more")
 
 
+TRAINING_COLUMNS = [
+    ("shape", None, "{}"), ("ms", "ms_mamba2_tile", "{:.3f}"),
+    ("mamba_ssm", "ms_mamba_ssm", "{:.3f}"), ("fla", "ms_fla", "{:.3f}"),
+    ("xPeer", "vs_best_peer", "{:.2f}"), ("MB", "peak_mb_mamba2_tile", "{:.0f}"),
+    ("ssm_MB", "peak_mb_mamba_ssm", "{:.0f}"), ("fla_MB", "peak_mb_fla", "{:.0f}"),
+    ("grad_err", "max_grad_error_mamba2_tile", "{:.1e}"),
+    ("ssm_err", "max_grad_error_mamba_ssm", "{:.1e}"), ("fla_err", "max_grad_error_fla", "{:.1e}"),
+]
+
+
+def format_training(rows):
+    """The ``--backward`` table: forward + backward ms per implementation, ``xPeer`` (the faster
+    peer's time over ours), peak memory of a step, the worst gradient's error against float64."""
+    keys = ("ms", "peak_mb", "max_grad_error")
+    flat = [{**row, **{f"{key}_{name}": value for key in keys
+                       for name, value in row[key].items()}} for row in rows]
+    return _table(flat, TRAINING_COLUMNS)
+
+
 def format_ablation(rows):
     return _table(rows, ABLATION_COLUMNS)
 
