@@ -11,7 +11,11 @@ core, the library
 * ``reference_decode`` its float64 NumPy reference
 * ``layer``            ``Mamba2``: mamba_ssm's Mamba-2 layer (same parameters) on these kernels,
                        with its generation cache (``InferenceParams``)
+* ``model``            ``Mamba2LM``: a small byte-level language model of ``Mamba2`` layers
+* ``autograd``         the backward pass: ``SSDFunction`` (what ``api`` routes a call through
+                       when an input requires a gradient) on the backward kernels
 * ``reference``        float64 NumPy references: recurrence, quadratic form, chunked stages
+* ``reference_backward`` their gradients, recurrent and chunked (the backward's ground truth)
 * ``torch_reference``  the chunked algorithm in plain PyTorch (baseline, float64 ground truth)
 * ``problem``          ``Problem``, the sizes of one call (with its label), and the argument
                        shape checks shared by the references and the API
@@ -30,6 +34,7 @@ tools (``mamba2_tile.tools``), commands that measure and store
 * ``bench``            ``python -m mamba2_tile.tools.bench``: GPU timings against mamba_ssm
 * ``scaling``          ``python -m mamba2_tile.tools.scaling``: time and memory up to 256k tokens
 * ``golden``           ``python -m mamba2_tile.tools.golden``: the golden vectors in data/golden/
+* ``train``            ``python -m mamba2_tile.tools.train``: trains ``Mamba2LM`` on a text file
 * ``results``          reads the measured GPU results stored in ``data/``
 
 course (``mamba2_tile.course``), what the notebooks call

@@ -159,7 +159,13 @@ class Mamba2(nn.Module):
     ``use_mem_eff_path`` (accepted, changes nothing), ``layer_idx`` (the key of this layer's
     cache; needed with ``inference_params``), ``process_group`` (must be None),
     ``sequence_parallel``, ``device``, ``dtype``.
+
+    ``chunk_scan``: the function the forward pass calls for the scan; None (the default) is
+    :func:`mamba2_tile.mamba_chunk_scan_combined`. mamba_ssm's function of that name takes the
+    same arguments, so setting it times or checks the same layer on mamba_ssm's kernels.
     """
+
+    chunk_scan = None
 
     def __init__(self, d_model, d_state=128, d_conv=4, conv_init=None, expand=2, headdim=64,
                  d_ssm=None, ngroups=1, A_init_range=(1, 16), D_has_hdim=False, rmsnorm=True,
@@ -278,7 +284,7 @@ class Mamba2(nn.Module):
         # _no_silent_gradient below makes a backward through it raise.
         packed = seq_idx is not None or (caching and cu_seqlens is not None)
         with torch.set_grad_enabled(torch.is_grad_enabled() and not packed):
-            results = mamba_chunk_scan_combined(
+            results = (self.chunk_scan or mamba_chunk_scan_combined)(
                 x.unflatten(-1, (self.nheads, self.headdim)), dt, self._A(),
                 B.unflatten(-1, (self.ngroups, self.d_state)),
                 C.unflatten(-1, (self.ngroups, self.d_state)),
