@@ -198,7 +198,7 @@ def check_bwd_pass_state(bwd_pass_state_single_head):
                                      dfinal[None, None])
         expected = expected[0, 0]
         got = np.asarray(got)
-        label = f"bwd_pass_state_single_head, {nchunks} chunks of {chunk_size}"
+        label = f"bwd_pass_state_single_head, nchunks={nchunks} chunk_size={chunk_size}"
         if not compare(label, got, expected,
                        hint=_chunk_hint(got, dy, C, dA, dfinal, expected)):
             if got.shape == expected.shape:
