@@ -114,7 +114,8 @@ def check_recurrent_state_gradient(recurrent_state_gradient):
                        hint=_state_gradient_hint(dh, dy, dt, A, C, expected_dh)):
             if dh.shape == expected_dh.shape:
                 print("   " + _listed(_wrong_along_first_axis(dh, expected_dh),
-                                      "wrong at tokens") + f" (of 0..{seqlen - 1}).")
+                                      "wrong at tokens") + f" (of 0..{seqlen - 1}; the first "
+                                      "index above is the token).")
             return False
         expected_dx = ssd_recurrent_backward(_one(dy), _one(x), _one(dt), np.array([A]),
                                              _one(B), _one(C)).dx[0, :, 0]
@@ -203,6 +204,6 @@ def check_bwd_pass_state(bwd_pass_state_single_head):
                        hint=_chunk_hint(got, dy, C, dA, dfinal, expected)):
             if got.shape == expected.shape:
                 print("   " + _listed(_wrong_along_first_axis(got, expected), "wrong at chunks")
-                      + f" (of 0..{nchunks - 1}).")
+                      + f" (of 0..{nchunks - 1}; the first index above is the chunk).")
             return False
     return True
