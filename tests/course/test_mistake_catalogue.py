@@ -1,0 +1,51 @@
+"""The catalogue of plausible learner mistakes (issue #16 item 1): each test writes one wrong
+answer the way a learner would, runs it through the very check the notebook calls (CPU tile
+interpreter, the check's own small shapes) and asserts that the hint names *that* mistake, not
+another cause. The matching correct answers pass.
+
+cuTile (and the interpreter) read a kernel's source, so the kernels are defined at module level.
+"""
+
+from mamba2_tile.course.checks.chunk_cumsum import check_chunk_cumsum_heads
+from mamba2_tile.tile import ct
+
+ZERO = ct.PaddingMode.ZERO
+
+
+# --- notebook 05, Exercise 2: a block of heads per block ------------------------------------
+
+@ct.kernel
+def heads_correct(dt, A, dA_cumsum, dt_out, CHUNK_SIZE: ct.Constant[int],
+                  BLOCK_H: ct.Constant[int]):
+    b, c, hb = ct.bid(0), ct.bid(1), ct.bid(2)
+    dt_c = ct.load(dt, (b, c, hb), (1, CHUNK_SIZE, BLOCK_H), padding_mode=ZERO)
+    dt_c = ct.reshape(dt_c, (CHUNK_SIZE, BLOCK_H)).astype(ct.float32)
+    A_h = ct.load(A, (hb,), (BLOCK_H,), padding_mode=ZERO).astype(ct.float32)
+    dA_c = ct.cumsum(dt_c * ct.reshape(A_h, (1, BLOCK_H)), axis=0)
+    out_shape = (1, BLOCK_H, 1, CHUNK_SIZE)
+    ct.store(dA_cumsum, (b, hb, c, 0), ct.reshape(ct.transpose(dA_c), out_shape))
+    ct.store(dt_out, (b, hb, c, 0), ct.reshape(ct.transpose(dt_c), out_shape))
+
+
+@ct.kernel
+def heads_without_transpose(dt, A, dA_cumsum, dt_out, CHUNK_SIZE: ct.Constant[int],
+                            BLOCK_H: ct.Constant[int]):
+    b, c, hb = ct.bid(0), ct.bid(1), ct.bid(2)
+    dt_c = ct.load(dt, (b, c, hb), (1, CHUNK_SIZE, BLOCK_H), padding_mode=ZERO)
+    dt_c = ct.reshape(dt_c, (CHUNK_SIZE, BLOCK_H)).astype(ct.float32)
+    A_h = ct.load(A, (hb,), (BLOCK_H,), padding_mode=ZERO).astype(ct.float32)
+    dA_c = ct.cumsum(dt_c * ct.reshape(A_h, (1, BLOCK_H)), axis=0)
+    out_shape = (1, BLOCK_H, 1, CHUNK_SIZE)
+    ct.store(dA_cumsum, (b, hb, c, 0), ct.reshape(dA_c, out_shape))
+    ct.store(dt_out, (b, hb, c, 0), ct.reshape(dt_c, out_shape))
+
+
+def test_nb05_ex2_correct_kernel_passes(capsys):
+    assert check_chunk_cumsum_heads(heads_correct, device="cpu")
+
+
+def test_nb05_ex2_store_without_transpose_is_named(capsys):
+    assert not check_chunk_cumsum_heads(heads_without_transpose, device="cpu")
+    out = capsys.readouterr().out
+    assert "ct.transpose the tile before reshaping" in out
+    assert "padding" not in out
