@@ -6,10 +6,40 @@ another cause. The matching correct answers pass.
 cuTile (and the interpreter) read a kernel's source, so the kernels are defined at module level.
 """
 
+from mamba2_tile.course.checks import primer
 from mamba2_tile.course.checks.chunk_cumsum import check_chunk_cumsum_heads
 from mamba2_tile.tile import ct
 
 ZERO = ct.PaddingMode.ZERO
+
+
+# --- notebook 04, Exercise 1: row sums -------------------------------------------------------
+
+@ct.kernel
+def row_sum_correct(x, out, TILE_R: ct.Constant[int], TILE_C: ct.Constant[int]):
+    i = ct.bid(0)
+    rows = ct.load(x, index=(i, 0), shape=(TILE_R, TILE_C), padding_mode=ct.PaddingMode.ZERO)
+    ct.store(out, index=(i,), tile=ct.sum(rows, axis=1))
+
+
+@ct.kernel
+def row_sum_neg_inf_padding(x, out, TILE_R: ct.Constant[int], TILE_C: ct.Constant[int]):
+    """Section 3's row_max_kernel with max turned into sum but its NEG_INF padding kept."""
+    i = ct.bid(0)
+    rows = ct.load(x, index=(i, 0), shape=(TILE_R, TILE_C),
+                   padding_mode=ct.PaddingMode.NEG_INF)
+    ct.store(out, index=(i,), tile=ct.sum(rows, axis=1))
+
+
+def test_nb04_ex1_correct_kernel_passes(capsys):
+    assert primer.check_row_sum(row_sum_correct)
+
+
+def test_nb04_ex1_neg_inf_padding_is_named(capsys):
+    assert not primer.check_row_sum(row_sum_neg_inf_padding)
+    out = capsys.readouterr().out
+    assert "padding_mode=ct.PaddingMode.NEG_INF" in out
+    assert "pad with padding_mode=ct.PaddingMode.ZERO" in out
 
 
 # --- notebook 05, Exercise 2: a block of heads per block ------------------------------------
