@@ -6,7 +6,10 @@ another cause. The matching correct answers pass.
 cuTile (and the interpreter) read a kernel's source, so the kernels are defined at module level.
 """
 
-from mamba2_tile.course.checks import primer
+import numpy as np
+import pytest
+
+from mamba2_tile.course.checks import chunked, primer
 from mamba2_tile.course.checks.chunk_cumsum import check_chunk_cumsum_heads
 from mamba2_tile.tile import ct
 
@@ -79,3 +82,62 @@ def test_nb05_ex2_store_without_transpose_is_named(capsys):
     out = capsys.readouterr().out
     assert "ct.transpose the tile before reshaping" in out
     assert "padding" not in out
+
+
+# --- notebook 03, Exercise 1: the chunk-local running sum ---------------------------------
+
+def _chunks(dt, A, chunk_size):
+    return np.pad(dt, (0, -len(dt) % chunk_size)).reshape(-1, chunk_size) * A
+
+
+def chunk_cumsum_correct(dt, A, chunk_size):
+    return np.cumsum(_chunks(dt, A, chunk_size), axis=-1)
+
+
+def chunk_cumsum_exclusive(dt, A, chunk_size):
+    terms = _chunks(dt, A, chunk_size)
+    return np.cumsum(terms, axis=-1) - terms
+
+
+def chunk_cumsum_wrong_axis(dt, A, chunk_size):
+    return np.cumsum(_chunks(dt, A, chunk_size), axis=0)
+
+
+def test_nb03_ex1_correct_passes(capsys):
+    assert chunked.check_chunk_cumsum_single_head(chunk_cumsum_correct)
+
+
+@pytest.mark.parametrize("mistake, diagnosis", [
+    (chunk_cumsum_exclusive, "the sum is exclusive (off by one)"),
+    (chunk_cumsum_wrong_axis, "the sum ran down the chunks (axis 0)"),
+])
+def test_nb03_ex1_mistake_is_named(capsys, mistake, diagnosis):
+    assert not chunked.check_chunk_cumsum_single_head(mistake)
+    assert diagnosis in capsys.readouterr().out
+
+
+# --- notebook 03, Exercise 3: one chunk's output --------------------------------------------
+
+def _chunk_output(x, dt, dA_cumsum, B, C, h_enter, diagonal):
+    inter = np.exp(dA_cumsum)[:, None] * (C @ h_enter.T)
+    Q = len(dA_cumsum)
+    causal = np.tril(np.ones((Q, Q), dtype=bool), k=0 if diagonal else -1)
+    L = np.exp(np.where(causal, dA_cumsum[:, None] - dA_cumsum[None, :], -np.inf))
+    return inter + (L * (C @ B.T)) @ (dt[:, None] * x)
+
+
+def chunk_output_correct(x, dt, dA_cumsum, B, C, h_enter):
+    return _chunk_output(x, dt, dA_cumsum, B, C, h_enter, diagonal=True)
+
+
+def chunk_output_strict_mask(x, dt, dA_cumsum, B, C, h_enter):
+    return _chunk_output(x, dt, dA_cumsum, B, C, h_enter, diagonal=False)
+
+
+def test_nb03_ex3_correct_passes(capsys):
+    assert chunked.check_chunk_output(chunk_output_correct)
+
+
+def test_nb03_ex3_strict_causal_mask_is_named(capsys):
+    assert not chunked.check_chunk_output(chunk_output_strict_mask)
+    assert "leaves out the diagonal" in capsys.readouterr().out
