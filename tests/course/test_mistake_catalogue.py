@@ -9,7 +9,7 @@ cuTile (and the interpreter) read a kernel's source, so the kernels are defined 
 import numpy as np
 import pytest
 
-from mamba2_tile.course.checks import chunked, primer
+from mamba2_tile.course.checks import chunked, compute_out, primer
 from mamba2_tile.course.checks.chunk_cumsum import check_chunk_cumsum_heads
 from mamba2_tile.tile import ct
 
@@ -141,3 +141,71 @@ def test_nb03_ex3_correct_passes(capsys):
 def test_nb03_ex3_strict_causal_mask_is_named(capsys):
     assert not chunked.check_chunk_output(chunk_output_strict_mask)
     assert "leaves out the diagonal" in capsys.readouterr().out
+
+
+# --- notebook 07, Exercise 3: the tensor-core compute_out kernel ------------------------------
+
+@ct.function
+def mma_body(x, dt, dA_cumsum, B, C, chunk_states, D, z, y, CHUNK_SIZE, BLOCK_P, DSTATE, HAS_Z,
+             DIAGONAL, DECAY_EXP):
+    """The notebook's solution; ``DIAGONAL=False`` is the strict mask ``rows > cols`` and
+    ``DECAY_EXP=False`` the decay without its ``ct.exp``."""
+    nchunks = dA_cumsum.shape[2]
+    b, c = ct.bid(0) // nchunks, ct.bid(0) % nchunks
+    h, p = ct.bid(1), ct.bid(2)
+    g = h // (x.shape[2] // B.shape[2])
+    x_c = ct.reshape(ct.load(x, (b, c, h, p), (1, CHUNK_SIZE, 1, BLOCK_P), padding_mode=ZERO),
+                     (CHUNK_SIZE, BLOCK_P))
+    B_c = ct.reshape(ct.load(B, (b, c, g, 0), (1, CHUNK_SIZE, 1, DSTATE), padding_mode=ZERO),
+                     (CHUNK_SIZE, DSTATE))
+    C_c = ct.reshape(ct.load(C, (b, c, g, 0), (1, CHUNK_SIZE, 1, DSTATE), padding_mode=ZERO),
+                     (CHUNK_SIZE, DSTATE))
+    dt_j = ct.reshape(ct.load(dt, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)), (1, CHUNK_SIZE))
+    dA = ct.load(dA_cumsum, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE))
+    dA_i, dA_j = ct.reshape(dA, (CHUNK_SIZE, 1)), ct.reshape(dA, (1, CHUNK_SIZE))
+    h_enter = ct.reshape(ct.load(chunk_states, (b, h, c, p, 0), (1, 1, 1, BLOCK_P, DSTATE),
+                                 padding_mode=ZERO), (BLOCK_P, DSTATE)).astype(C.dtype)
+    acc = ct.mma(C_c, ct.transpose(h_enter), ct.zeros((CHUNK_SIZE, BLOCK_P), dtype=ct.float32))
+    acc = acc * ct.exp(dA_i)
+    scores = ct.mma(C_c, ct.transpose(B_c), ct.zeros((CHUNK_SIZE, CHUNK_SIZE), dtype=ct.float32))
+    rows = ct.reshape(ct.arange(CHUNK_SIZE, dtype=ct.int32), (CHUNK_SIZE, 1))
+    cols = ct.reshape(ct.arange(CHUNK_SIZE, dtype=ct.int32), (1, CHUNK_SIZE))
+    decay = ct.minimum(dA_i - dA_j, 0.0)
+    if DECAY_EXP:
+        decay = ct.exp(decay)
+    if DIAGONAL:
+        scores = ct.where(rows >= cols, scores * decay * dt_j, 0.0)
+    else:
+        scores = ct.where(rows > cols, scores * decay * dt_j, 0.0)
+    acc = ct.mma(scores.astype(x.dtype), x_c, acc)
+    acc = acc + x_c.astype(ct.float32) * ct.reshape(ct.load(D, (h,), (1,)), (1, 1))
+    if HAS_Z:
+        z_c = ct.reshape(ct.load(z, (b, c, h, p), (1, CHUNK_SIZE, 1, BLOCK_P), padding_mode=ZERO),
+                         (CHUNK_SIZE, BLOCK_P)).astype(ct.float32)
+        acc = acc * z_c / (1.0 + ct.exp(-z_c))
+    ct.store(y, (b, c, h, p), ct.reshape(acc.astype(y.dtype), (1, CHUNK_SIZE, 1, BLOCK_P)))
+
+
+@ct.kernel
+def mma_strict_mask(x, dt, dA_cumsum, B, C, chunk_states, D, z, y,
+                    CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
+                    DSTATE: ct.Constant[int], HAS_Z: ct.Constant[bool]):
+    mma_body(x, dt, dA_cumsum, B, C, chunk_states, D, z, y, CHUNK_SIZE, BLOCK_P, DSTATE, HAS_Z,
+             False, True)
+
+
+@ct.kernel
+def mma_decay_without_exp(x, dt, dA_cumsum, B, C, chunk_states, D, z, y,
+                          CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
+                          DSTATE: ct.Constant[int], HAS_Z: ct.Constant[bool]):
+    mma_body(x, dt, dA_cumsum, B, C, chunk_states, D, z, y, CHUNK_SIZE, BLOCK_P, DSTATE, HAS_Z,
+             True, False)
+
+
+@pytest.mark.parametrize("mistake, diagnosis", [
+    (mma_strict_mask, "the causal mask leaves out the diagonal"),
+    (mma_decay_without_exp, "the intra-chunk decay is the exponent without its exp"),
+])
+def test_nb07_ex3_mistake_is_named(capsys, mistake, diagnosis):
+    assert not compute_out.check_compute_out_mma(mistake, device="cpu")
+    assert diagnosis in capsys.readouterr().out
