@@ -125,13 +125,17 @@ TRANSPOSE_HINT = ("the values are stored in the wrong order: the tile is (CHUNK_
                   "the element order; ct.transpose the tile before reshaping it for the store.")
 
 
+# The layout of dA_cumsum and dt_out, named for the learner.
+CHUNK_AXES = ("batch", "head", "chunk", "position in chunk")
+
+
 def _report(name, label, got_dA, got_dt, expected, dt, A, seqlen, dA_hint=None, dt_hint=None):
     exp_dA, exp_dt = expected
     if not compare(f"{name} dt_out, {label}", got_dt, exp_dt, **_tolerances(exp_dt),
-                   hint=dt_hint or _dt_hint(got_dt, seqlen)):
+                   hint=dt_hint or _dt_hint(got_dt, seqlen), axes=CHUNK_AXES):
         return False
     return compare(f"{name} dA_cumsum, {label}", got_dA, exp_dA, **_tolerances(exp_dA),
-                   hint=dA_hint or _dA_hint(got_dA, dt, A, seqlen))
+                   hint=dA_hint or _dA_hint(got_dA, dt, A, seqlen), axes=CHUNK_AXES)
 
 
 def check_chunk_cumsum_per_head(kernel, device=None):
