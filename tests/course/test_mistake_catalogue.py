@@ -11,9 +11,35 @@ import pytest
 
 from mamba2_tile.course.checks import chunked, compute_out, primer
 from mamba2_tile.course.checks.chunk_cumsum import check_chunk_cumsum_heads
+from mamba2_tile.course.checks.quadratic import check_segsum
 from mamba2_tile.tile import ct
 
 ZERO = ct.PaddingMode.ZERO
+
+
+# --- notebook 02, Exercise 1: segsum ----------------------------------------------------------
+
+def segsum_correct(a):
+    T = a.shape[-1]
+    terms = np.where(np.tril(np.ones((T, T), dtype=bool), k=-1), a[..., :, None], 0.0)
+    sums = np.cumsum(terms, axis=-2)
+    return np.where(np.tril(np.ones((T, T), dtype=bool)), sums, -np.inf)
+
+
+def segsum_tril_of_prefix_differences(a):
+    """np.tril leaves 0 above the diagonal, where the future must be -inf."""
+    prefix = np.cumsum(a, axis=-1)
+    return np.tril(prefix[..., :, None] - prefix[..., None, :])
+
+
+def test_nb02_ex1_correct_passes(capsys):
+    assert check_segsum(segsum_correct)
+
+
+def test_nb02_ex1_zero_above_the_diagonal_is_named(capsys):
+    assert not check_segsum(segsum_tril_of_prefix_differences)
+    out = capsys.readouterr().out
+    assert "above the diagonal (s > t, the future) every entry must be -inf" in out
 
 
 # --- notebook 04, Exercise 1: row sums -------------------------------------------------------
