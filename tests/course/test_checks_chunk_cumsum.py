@@ -119,14 +119,14 @@ def test_missing_padding_fails_at_the_padded_positions(capsys):
     assert not check_chunk_cumsum_per_head(per_head_no_padding, device="cpu")
     out = capsys.readouterr().out
     assert "❌ chunk_cumsum_head_kernel dt_out, seqlen=37" in out
-    assert "at [0, 0, 2, 5]: got nan, expected 0.0" in out      # 37 = 2 * 16 + 5
+    assert "at [batch 0, head 0, chunk 2, position in chunk 5]: got nan, expected 0.0" in out      # 37 = 2 * 16 + 5
     assert "padding_mode=ct.PaddingMode.ZERO" in out
 
 
 def test_exclusive_scan_fails_with_its_hint(capsys):
     assert not check_chunk_cumsum_per_head(per_head_exclusive, device="cpu")
     out = capsys.readouterr().out
-    assert "❌ chunk_cumsum_head_kernel dA_cumsum" in out and "at [0, 0, 0, 0]" in out
+    assert "❌ chunk_cumsum_head_kernel dA_cumsum" in out and "at [batch 0, head 0, chunk 0, position in chunk 0]" in out
     assert "exclusive" in out
 
 
@@ -140,7 +140,7 @@ def test_heads_passes_and_scan_across_heads_fails(capsys):
     assert check_chunk_cumsum_heads(heads, device="cpu")
     assert not check_chunk_cumsum_heads(heads_wrong_axis, device="cpu")
     out = capsys.readouterr().out
-    assert "❌ chunk_cumsum_heads_kernel dA_cumsum" in out and "at [0, 0, 0, 1]" in out
+    assert "❌ chunk_cumsum_heads_kernel dA_cumsum" in out and "at [batch 0, head 0, chunk 0, position in chunk 1]" in out
     assert "the sum ran across heads" in out
 
 
@@ -158,7 +158,7 @@ def test_padding_not_zeroed_after_softplus_fails(capsys):
     assert not check_chunk_cumsum(full_no_remask, device="cpu")
     out = capsys.readouterr().out
     assert "❌ chunk_cumsum_kernel dt_out, seqlen=45" in out
-    assert "at [0, 0, 1, 13]" in out                               # 45 = 32 + 13
+    assert "at [batch 0, head 0, chunk 1, position in chunk 13]" in out                               # 45 = 32 + 13
     assert "past seqlen must end with dt = 0" in out
 
 

@@ -114,7 +114,7 @@ def test_chunk_check_passes_a_correct_kernel(capsys):
 def test_chunk_check_catches_a_missing_causal_mask(capsys):
     assert not checks.check_compute_out_chunk(chunk_kernel_without_mask)
     out = capsys.readouterr().out
-    assert "❌ compute_out_chunk_kernel" in out and "   at [0, " in out
+    assert "❌ compute_out_chunk_kernel" in out and "   at [batch 0, token " in out
     assert "Hint: the causal mask is missing" in out
 
 
@@ -196,7 +196,7 @@ def test_mma_check_passes_a_correct_kernel(capsys):
 def test_mma_check_catches_a_missing_dt_weight(capsys):
     assert not checks.check_compute_out_mma(mma_kernel_without_dt)
     out = capsys.readouterr().out
-    assert "❌ compute_out_mma_kernel" in out and "   at [0, " in out
+    assert "❌ compute_out_mma_kernel" in out and "   at [batch 0, token " in out
     assert "Hint: each input position j must be weighted by its step dt[j]" in out
 
 

@@ -1,6 +1,7 @@
 """The shared check machinery: verdicts, the positions it reports, the not-implemented path."""
 
 import numpy as np
+import pytest
 import torch
 
 from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare
@@ -53,3 +54,14 @@ def test_attempt(capsys):
     assert attempt("f", unfinished, 1) is NOT_DONE
     assert "⏳ f is not implemented yet" in capsys.readouterr().out
     assert attempt("g", lambda a: a + 1, 1) == 2
+
+
+def test_compare_names_the_axes_of_a_wrong_position(capsys):
+    got = np.zeros((1, 2, 3))
+    expected = got.copy()
+    expected[0, 1, 2] = 1.0
+    assert not compare("y", got, expected, axes=("batch", "chunk", "position in chunk"))
+    out = capsys.readouterr().out
+    assert "at [batch 0, chunk 1, position in chunk 2]: got 0.0, expected 1.0" in out
+    with pytest.raises(ValueError, match="axes names 2 axes"):
+        compare("y", got, expected, axes=("batch", "chunk"))

@@ -106,13 +106,36 @@ def _dt_hint(got, seqlen):
             "and clamp), stored in the chunk layout (batch, nheads, nchunks, chunk_size).")
 
 
+def _stored_without_transpose(expected, block_h):
+    """What a kernel stores when it reshapes its (CHUNK_SIZE, BLOCK_H) tile straight into the
+    (1, BLOCK_H, 1, CHUNK_SIZE) output block: reshape keeps the element order, so each block's
+    row-major (chunk, head) values land in (head, chunk) order. None when the heads do not fill
+    whole blocks (the partial block's stored values are then cut and cannot be rebuilt)."""
+    batch, nheads, nchunks, chunk = expected.shape
+    if nheads % block_h:
+        return None
+    blocks = expected.reshape(batch, nheads // block_h, block_h, nchunks, chunk)
+    tiles = blocks.transpose(0, 1, 3, 4, 2)                      # (b, hb, c, chunk, head)
+    stored = tiles.reshape(batch, nheads // block_h, nchunks, block_h, chunk)
+    return stored.transpose(0, 1, 3, 2, 4).reshape(expected.shape)
+
+
+TRANSPOSE_HINT = ("the values are stored in the wrong order: the tile is (CHUNK_SIZE, BLOCK_H) "
+                  "but the output block is (1, BLOCK_H, 1, CHUNK_SIZE), and ct.reshape keeps "
+                  "the element order; ct.transpose the tile before reshaping it for the store.")
+
+
+# The layout of dA_cumsum and dt_out, named for the learner.
+CHUNK_AXES = ("batch", "head", "chunk", "position in chunk")
+
+
 def _report(name, label, got_dA, got_dt, expected, dt, A, seqlen, dA_hint=None, dt_hint=None):
     exp_dA, exp_dt = expected
     if not compare(f"{name} dt_out, {label}", got_dt, exp_dt, **_tolerances(exp_dt),
-                   hint=dt_hint or _dt_hint(got_dt, seqlen)):
+                   hint=dt_hint or _dt_hint(got_dt, seqlen), axes=CHUNK_AXES):
         return False
     return compare(f"{name} dA_cumsum, {label}", got_dA, exp_dA, **_tolerances(exp_dA),
-                   hint=dA_hint or _dA_hint(got_dA, dt, A, seqlen))
+                   hint=dA_hint or _dA_hint(got_dA, dt, A, seqlen), axes=CHUNK_AXES)
 
 
 def check_chunk_cumsum_per_head(kernel, device=None):
@@ -152,12 +175,18 @@ def check_chunk_cumsum_heads(kernel, device=None):
             return False
         expected = reference.chunk_cumsum(_np(dt), _np(A), chunk_size)
         label = f"seqlen={seqlen} nheads={nheads} chunk_size={chunk_size} BLOCK_H={block_h}"
-        hint = None
-        if _np(dA_cumsum).shape == expected[0].shape and np.isnan(_np(dA_cumsum)[:, block_h:]).any():
+        hint = dt_hint = None
+        untransposed = _stored_without_transpose(expected[1], block_h)
+        if untransposed is not None and _close(_np(dt_out), untransposed):
+            dt_hint = TRANSPOSE_HINT
+        untransposed = _stored_without_transpose(expected[0], block_h)
+        if untransposed is not None and _close(_np(dA_cumsum), untransposed):
+            hint = TRANSPOSE_HINT
+        elif _np(dA_cumsum).shape == expected[0].shape and np.isnan(_np(dA_cumsum)[:, block_h:]).any():
             hint = ("heads from BLOCK_H on were never written: block hb owns heads "
                     "hb*BLOCK_H ... hb*BLOCK_H + BLOCK_H - 1, so load and store at tile index hb.")
         if not _report(name, label, dA_cumsum, dt_out, expected, _np(dt), _np(A), seqlen,
-                       dA_hint=hint):
+                       dA_hint=hint, dt_hint=dt_hint):
             return False
     return True
 

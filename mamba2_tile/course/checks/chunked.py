@@ -31,7 +31,15 @@ def _cumsum_hint(got, dt, A, chunk_size):
     padded = np.pad(dt * A, (0, nchunks * chunk_size - len(dt)))
     if np.allclose(got, np.cumsum(padded).reshape(nchunks, chunk_size)):
         return "the running sum restarts at every chunk: cumsum along the chunk axis only."
-    if np.allclose(got, np.cumsum(padded.reshape(nchunks, chunk_size), axis=-1) / A):
+    terms = padded.reshape(nchunks, chunk_size)
+    if np.allclose(got, np.cumsum(terms, axis=-1) - terms):
+        return ("the sum is exclusive (off by one): dA_cumsum[c, i] includes token i itself, "
+                "so dA_cumsum[c, 0] = dt[c*s] A, not 0; np.cumsum already does this.")
+    if nchunks > 1 and np.allclose(got, np.cumsum(terms, axis=0)):
+        return ("the sum ran down the chunks (axis 0) instead of along each chunk: in the "
+                "(nchunks, chunk_size) array the positions in a chunk are axis -1, "
+                "so np.cumsum(..., axis=-1).")
+    if np.allclose(got, np.cumsum(terms, axis=-1) / A):
         return "sum dt * A, not dt: the decay rate A belongs inside the sum."
     return "dA_cumsum[c, i] = dt[c*s] A + ... + dt[c*s + i] A, with dt = 0 in the padding."
 
@@ -126,6 +134,9 @@ def _output_hint(got, x, dt, dA, B, C, h_enter):
         (intra, "only the intra-chunk part: add the entering state's share, "
                 "exp(dA_i) * (C_i · h_enter)."),
         (inter, "only the inter-chunk part: add the chunk's own tokens, (L ∘ C Bᵀ)(dt x)."),
+        (inter + (np.exp(_pairwise(dA)) * np.tril(C @ B.T, k=-1)) @ (dt[:, None] * x),
+         "the causal mask leaves out the diagonal: token i reads its own input too, so keep "
+         "j <= i (np.tril with k=0), not j < i."),
         (C @ h_enter.T + intra,
          "the entering state decays before it reaches token i: scale C_i h_enter by exp(dA_i)."),
     ]

@@ -106,12 +106,14 @@ def _chunked(t, chunk_size):
 
 
 def stage3_variant(x, dt, dA_cumsum, B, C, chunk_states, D=None, z=None, *, inter=True,
-                   inter_decay=True, intra=True, mask="causal", decay=True, dt_weight=True,
-                   clamp=True, skip=True, gate=True, groups="h // heads_per_group"):
+                   inter_decay=True, inter_exp=True, intra=True, mask="causal", decay=True,
+                   decay_exp=True, dt_weight=True, clamp=True, skip=True, gate=True,
+                   groups="h // heads_per_group"):
     """``compute_out`` in float64, with switches that reproduce the usual mistakes.
 
     With every switch at its default this equals :func:`mamba2_tile.reference.compute_out`.
-    ``mask`` is "causal", "transposed" or "none"; ``clamp`` takes ``exp(min(dA_i - dA_j, 0))``
+    ``mask`` is "causal", "strict" (j < i, the diagonal left out), "transposed" or "none";
+    ``inter_exp`` / ``decay_exp`` False use the exponent itself where its ``exp`` belongs; ``clamp`` takes ``exp(min(dA_i - dA_j, 0))``
     (as the notebook's kernels do, which matters only where the mask is wrong); ``groups`` is
     "h // heads_per_group" or "h % ngroups".
     """
@@ -125,16 +127,19 @@ def stage3_variant(x, dt, dA_cumsum, B, C, chunk_states, D=None, z=None, *, inte
     if inter:
         y_inter = np.einsum("bcihn,bhcpn->bcihp", Cc, chunk_states)
         if inter_decay:
-            y_inter *= np.exp(dA_cumsum).transpose(0, 2, 3, 1)[..., None]
+            growth = np.exp(dA_cumsum) if inter_exp else dA_cumsum
+            y_inter *= growth.transpose(0, 2, 3, 1)[..., None]
         y += y_inter
     if intra:
         lower = np.tril(np.ones((chunk_size, chunk_size), dtype=bool))
-        keep = {"causal": lower, "transposed": lower.T, "none": np.ones_like(lower)}[mask]
+        keep = {"causal": lower, "strict": np.tril(lower, k=-1), "transposed": lower.T,
+                "none": np.ones_like(lower)}[mask]
         diff = dA_cumsum[..., :, None] - dA_cumsum[..., None, :] if decay else 0.0 * lower
         if clamp:
             diff = np.minimum(diff, 0.0)
         with np.errstate(over="ignore"):
-            weights = np.where(keep, np.exp(np.where(keep, diff, 0.0)), 0.0)   # (b, h, c, i, j)
+            kept = np.where(keep, diff, 0.0)
+            weights = np.where(keep, np.exp(kept) if decay_exp else kept, 0.0)  # (b, h, c, i, j)
         scores = np.einsum("bcihn,bcjhn->bhcij", Cc, Bc) * weights
         w = dt if dt_weight else np.ones_like(dt)
         y += np.einsum("bhcij,bhcj,bcjhp->bcihp", scores, w, xc)
@@ -156,6 +161,12 @@ _MISTAKES = [  # (switches, hint)
                         "(keep scores where row >= column, 0 elsewhere)."),
     (dict(mask="none", clamp=False), "the causal mask is missing: position i may only read "
                                      "positions j <= i (keep scores where row >= column)."),
+    (dict(mask="strict"), "the causal mask leaves out the diagonal: position i reads its own "
+                          "input too, so keep row >= column, not row > column."),
+    (dict(inter_exp=False), "the inter-chunk decay is dA_cumsum[i] itself, not its "
+                            "exponential: multiply C h_enter at row i by exp(dA_cumsum[i])."),
+    (dict(decay_exp=False), "the intra-chunk decay is the exponent without its exp: multiply "
+                            "score (i, j) by exp(min(dA_cumsum[i] - dA_cumsum[j], 0))."),
     (dict(mask="transposed"), "the causal mask is transposed: rows are outputs i, columns inputs "
                               "j; keep the entries with i >= j."),
     (dict(decay=False), "the intra-chunk decay is missing: multiply score (i, j) by "
@@ -210,7 +221,8 @@ def _run(name, kernel, cases, make_launch, device):
                  f"dstate={dstate} chunk_size={chunk_size} dtype={str(dtype)[6:]}"
                  + (" with z" if has_z else ""))
         if not compare(label, y, expected, rtol=tolerance, atol=tolerance * scale,
-                       hint=_hint(y, ref_args, tolerance)):
+                       hint=_hint(y, ref_args, tolerance),
+                       axes=("batch", "token", "head", "channel")):
             return False
     return True
 

@@ -72,15 +72,22 @@ def _to_numpy(value):
     return np.asarray(value)
 
 
-def _format_index(index):
-    return "[" + ", ".join(str(int(i)) for i in index) + "]"
+def _format_index(index, axes=None):
+    """``[0, 2, 5]``, or with axis names ``[batch 0, chunk 2, position in chunk 5]``."""
+    if axes is None:
+        return "[" + ", ".join(str(int(i)) for i in index) + "]"
+    return "[" + ", ".join(f"{axis} {int(i)}" for axis, i in zip(axes, index)) + "]"
 
 
-def compare(name, got, expected, *, atol=1e-10, rtol=1e-8, hint=None, max_listed=5):
+def compare(name, got, expected, *, atol=1e-10, rtol=1e-8, hint=None, max_listed=5, axes=None):
     """Compare ``got`` with ``expected`` elementwise and print a verdict; return whether it passed.
 
-    Equal infinities count as equal; a NaN in ``got`` never does.
+    Equal infinities count as equal; a NaN in ``got`` never does. ``axes`` names the axes of
+    the arrays (e.g. ``("batch", "head", "chunk", "position in chunk")``) so that a wrong
+    position is printed in the learner's terms rather than as bare numbers.
     """
+    if axes is not None and len(axes) != np.ndim(expected):
+        raise ValueError(f"axes names {len(axes)} axes, expected has {np.ndim(expected)}")
     if got is None:
         print(f"❌ {name}: got None. Did the function forget to `return` its result?")
         return False
@@ -103,7 +110,7 @@ def compare(name, got, expected, *, atol=1e-10, rtol=1e-8, hint=None, max_listed
     print(f"❌ {name}: {len(wrong)} of {got.size} values differ (shape {got.shape}).")
     for index in wrong[:max_listed]:
         i = tuple(index)
-        print(f"   at {_format_index(i)}: got {got[i].item()!r}, expected {expected[i].item()!r}")
+        print(f"   at {_format_index(i, axes)}: got {got[i].item()!r}, expected {expected[i].item()!r}")
     if len(wrong) > max_listed:
         print(f"   ... and {len(wrong) - max_listed} more.")
     finite = np.where(np.isfinite(diff) & ~close, diff, -1.0)
@@ -111,7 +118,7 @@ def compare(name, got, expected, *, atol=1e-10, rtol=1e-8, hint=None, max_listed
         print(f"   {int(np.isnan(got).sum())} values are NaN.")
     if finite.max() >= 0:
         worst = np.unravel_index(np.argmax(finite), finite.shape)
-        print(f"   Largest finite error {finite[worst]:.3g} at {_format_index(worst)} "
+        print(f"   Largest finite error {finite[worst]:.3g} at {_format_index(worst, axes)} "
               f"(allowed: {atol:g} + {rtol:g}·|expected|).")
     if hint:
         print(f"   Hint: {hint}")

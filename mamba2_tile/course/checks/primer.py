@@ -46,7 +46,12 @@ def check_row_sum(row_sum_kernel, rows=37, cols=50, tile_rows=8):
     got = out.cpu().numpy()
     expected = x.astype(np.float64).sum(axis=1)
     last_block = slice((rows // tile_rows) * tile_rows, rows)
-    if np.isnan(got).any():
+    if np.isneginf(got).any():
+        hint = ("-inf sums: the load padded the missing columns with -inf, as "
+                "padding_mode=ct.PaddingMode.NEG_INF does (right for row_max_kernel's max, "
+                "since -inf never wins it, but every sum with a -inf term is -inf). For a sum, "
+                "pad with padding_mode=ct.PaddingMode.ZERO: zeros add nothing.")
+    elif np.isnan(got).any():
         hint = _NAN_HINT
     elif not got.any():
         hint = "`out` is still all zeros: store the (TILE_R,) tile of sums with ct.store."

@@ -1,0 +1,237 @@
+"""The catalogue of plausible learner mistakes (issue #16 item 1): each test writes one wrong
+answer the way a learner would, runs it through the very check the notebook calls (CPU tile
+interpreter, the check's own small shapes) and asserts that the hint names *that* mistake, not
+another cause. The matching correct answers pass.
+
+cuTile (and the interpreter) read a kernel's source, so the kernels are defined at module level.
+"""
+
+import numpy as np
+import pytest
+
+from mamba2_tile.course.checks import chunked, compute_out, primer
+from mamba2_tile.course.checks.chunk_cumsum import check_chunk_cumsum_heads
+from mamba2_tile.course.checks.quadratic import check_segsum
+from mamba2_tile.tile import ct
+
+ZERO = ct.PaddingMode.ZERO
+
+
+# --- notebook 02, Exercise 1: segsum ----------------------------------------------------------
+
+def segsum_correct(a):
+    T = a.shape[-1]
+    terms = np.where(np.tril(np.ones((T, T), dtype=bool), k=-1), a[..., :, None], 0.0)
+    sums = np.cumsum(terms, axis=-2)
+    return np.where(np.tril(np.ones((T, T), dtype=bool)), sums, -np.inf)
+
+
+def segsum_tril_of_prefix_differences(a):
+    """np.tril leaves 0 above the diagonal, where the future must be -inf."""
+    prefix = np.cumsum(a, axis=-1)
+    return np.tril(prefix[..., :, None] - prefix[..., None, :])
+
+
+def test_nb02_ex1_correct_passes(capsys):
+    assert check_segsum(segsum_correct)
+
+
+def test_nb02_ex1_zero_above_the_diagonal_is_named(capsys):
+    assert not check_segsum(segsum_tril_of_prefix_differences)
+    out = capsys.readouterr().out
+    assert "above the diagonal (s > t, the future) every entry must be -inf" in out
+
+
+# --- notebook 04, Exercise 1: row sums -------------------------------------------------------
+
+@ct.kernel
+def row_sum_correct(x, out, TILE_R: ct.Constant[int], TILE_C: ct.Constant[int]):
+    i = ct.bid(0)
+    rows = ct.load(x, index=(i, 0), shape=(TILE_R, TILE_C), padding_mode=ct.PaddingMode.ZERO)
+    ct.store(out, index=(i,), tile=ct.sum(rows, axis=1))
+
+
+@ct.kernel
+def row_sum_neg_inf_padding(x, out, TILE_R: ct.Constant[int], TILE_C: ct.Constant[int]):
+    """Section 3's row_max_kernel with max turned into sum but its NEG_INF padding kept."""
+    i = ct.bid(0)
+    rows = ct.load(x, index=(i, 0), shape=(TILE_R, TILE_C),
+                   padding_mode=ct.PaddingMode.NEG_INF)
+    ct.store(out, index=(i,), tile=ct.sum(rows, axis=1))
+
+
+def test_nb04_ex1_correct_kernel_passes(capsys):
+    assert primer.check_row_sum(row_sum_correct)
+
+
+def test_nb04_ex1_neg_inf_padding_is_named(capsys):
+    assert not primer.check_row_sum(row_sum_neg_inf_padding)
+    out = capsys.readouterr().out
+    assert "padding_mode=ct.PaddingMode.NEG_INF" in out
+    assert "pad with padding_mode=ct.PaddingMode.ZERO" in out
+
+
+# --- notebook 05, Exercise 2: a block of heads per block ------------------------------------
+
+@ct.kernel
+def heads_correct(dt, A, dA_cumsum, dt_out, CHUNK_SIZE: ct.Constant[int],
+                  BLOCK_H: ct.Constant[int]):
+    b, c, hb = ct.bid(0), ct.bid(1), ct.bid(2)
+    dt_c = ct.load(dt, (b, c, hb), (1, CHUNK_SIZE, BLOCK_H), padding_mode=ZERO)
+    dt_c = ct.reshape(dt_c, (CHUNK_SIZE, BLOCK_H)).astype(ct.float32)
+    A_h = ct.load(A, (hb,), (BLOCK_H,), padding_mode=ZERO).astype(ct.float32)
+    dA_c = ct.cumsum(dt_c * ct.reshape(A_h, (1, BLOCK_H)), axis=0)
+    out_shape = (1, BLOCK_H, 1, CHUNK_SIZE)
+    ct.store(dA_cumsum, (b, hb, c, 0), ct.reshape(ct.transpose(dA_c), out_shape))
+    ct.store(dt_out, (b, hb, c, 0), ct.reshape(ct.transpose(dt_c), out_shape))
+
+
+@ct.kernel
+def heads_without_transpose(dt, A, dA_cumsum, dt_out, CHUNK_SIZE: ct.Constant[int],
+                            BLOCK_H: ct.Constant[int]):
+    b, c, hb = ct.bid(0), ct.bid(1), ct.bid(2)
+    dt_c = ct.load(dt, (b, c, hb), (1, CHUNK_SIZE, BLOCK_H), padding_mode=ZERO)
+    dt_c = ct.reshape(dt_c, (CHUNK_SIZE, BLOCK_H)).astype(ct.float32)
+    A_h = ct.load(A, (hb,), (BLOCK_H,), padding_mode=ZERO).astype(ct.float32)
+    dA_c = ct.cumsum(dt_c * ct.reshape(A_h, (1, BLOCK_H)), axis=0)
+    out_shape = (1, BLOCK_H, 1, CHUNK_SIZE)
+    ct.store(dA_cumsum, (b, hb, c, 0), ct.reshape(dA_c, out_shape))
+    ct.store(dt_out, (b, hb, c, 0), ct.reshape(dt_c, out_shape))
+
+
+def test_nb05_ex2_correct_kernel_passes(capsys):
+    assert check_chunk_cumsum_heads(heads_correct, device="cpu")
+
+
+def test_nb05_ex2_store_without_transpose_is_named(capsys):
+    assert not check_chunk_cumsum_heads(heads_without_transpose, device="cpu")
+    out = capsys.readouterr().out
+    assert "ct.transpose the tile before reshaping" in out
+    assert "padding" not in out
+
+
+# --- notebook 03, Exercise 1: the chunk-local running sum ---------------------------------
+
+def _chunks(dt, A, chunk_size):
+    return np.pad(dt, (0, -len(dt) % chunk_size)).reshape(-1, chunk_size) * A
+
+
+def chunk_cumsum_correct(dt, A, chunk_size):
+    return np.cumsum(_chunks(dt, A, chunk_size), axis=-1)
+
+
+def chunk_cumsum_exclusive(dt, A, chunk_size):
+    terms = _chunks(dt, A, chunk_size)
+    return np.cumsum(terms, axis=-1) - terms
+
+
+def chunk_cumsum_wrong_axis(dt, A, chunk_size):
+    return np.cumsum(_chunks(dt, A, chunk_size), axis=0)
+
+
+def test_nb03_ex1_correct_passes(capsys):
+    assert chunked.check_chunk_cumsum_single_head(chunk_cumsum_correct)
+
+
+@pytest.mark.parametrize("mistake, diagnosis", [
+    (chunk_cumsum_exclusive, "the sum is exclusive (off by one)"),
+    (chunk_cumsum_wrong_axis, "the sum ran down the chunks (axis 0)"),
+])
+def test_nb03_ex1_mistake_is_named(capsys, mistake, diagnosis):
+    assert not chunked.check_chunk_cumsum_single_head(mistake)
+    assert diagnosis in capsys.readouterr().out
+
+
+# --- notebook 03, Exercise 3: one chunk's output --------------------------------------------
+
+def _chunk_output(x, dt, dA_cumsum, B, C, h_enter, diagonal):
+    inter = np.exp(dA_cumsum)[:, None] * (C @ h_enter.T)
+    Q = len(dA_cumsum)
+    causal = np.tril(np.ones((Q, Q), dtype=bool), k=0 if diagonal else -1)
+    L = np.exp(np.where(causal, dA_cumsum[:, None] - dA_cumsum[None, :], -np.inf))
+    return inter + (L * (C @ B.T)) @ (dt[:, None] * x)
+
+
+def chunk_output_correct(x, dt, dA_cumsum, B, C, h_enter):
+    return _chunk_output(x, dt, dA_cumsum, B, C, h_enter, diagonal=True)
+
+
+def chunk_output_strict_mask(x, dt, dA_cumsum, B, C, h_enter):
+    return _chunk_output(x, dt, dA_cumsum, B, C, h_enter, diagonal=False)
+
+
+def test_nb03_ex3_correct_passes(capsys):
+    assert chunked.check_chunk_output(chunk_output_correct)
+
+
+def test_nb03_ex3_strict_causal_mask_is_named(capsys):
+    assert not chunked.check_chunk_output(chunk_output_strict_mask)
+    assert "leaves out the diagonal" in capsys.readouterr().out
+
+
+# --- notebook 07, Exercise 3: the tensor-core compute_out kernel ------------------------------
+
+@ct.function
+def mma_body(x, dt, dA_cumsum, B, C, chunk_states, D, z, y, CHUNK_SIZE, BLOCK_P, DSTATE, HAS_Z,
+             DIAGONAL, DECAY_EXP):
+    """The notebook's solution; ``DIAGONAL=False`` is the strict mask ``rows > cols`` and
+    ``DECAY_EXP=False`` the decay without its ``ct.exp``."""
+    nchunks = dA_cumsum.shape[2]
+    b, c = ct.bid(0) // nchunks, ct.bid(0) % nchunks
+    h, p = ct.bid(1), ct.bid(2)
+    g = h // (x.shape[2] // B.shape[2])
+    x_c = ct.reshape(ct.load(x, (b, c, h, p), (1, CHUNK_SIZE, 1, BLOCK_P), padding_mode=ZERO),
+                     (CHUNK_SIZE, BLOCK_P))
+    B_c = ct.reshape(ct.load(B, (b, c, g, 0), (1, CHUNK_SIZE, 1, DSTATE), padding_mode=ZERO),
+                     (CHUNK_SIZE, DSTATE))
+    C_c = ct.reshape(ct.load(C, (b, c, g, 0), (1, CHUNK_SIZE, 1, DSTATE), padding_mode=ZERO),
+                     (CHUNK_SIZE, DSTATE))
+    dt_j = ct.reshape(ct.load(dt, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)), (1, CHUNK_SIZE))
+    dA = ct.load(dA_cumsum, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE))
+    dA_i, dA_j = ct.reshape(dA, (CHUNK_SIZE, 1)), ct.reshape(dA, (1, CHUNK_SIZE))
+    h_enter = ct.reshape(ct.load(chunk_states, (b, h, c, p, 0), (1, 1, 1, BLOCK_P, DSTATE),
+                                 padding_mode=ZERO), (BLOCK_P, DSTATE)).astype(C.dtype)
+    acc = ct.mma(C_c, ct.transpose(h_enter), ct.zeros((CHUNK_SIZE, BLOCK_P), dtype=ct.float32))
+    acc = acc * ct.exp(dA_i)
+    scores = ct.mma(C_c, ct.transpose(B_c), ct.zeros((CHUNK_SIZE, CHUNK_SIZE), dtype=ct.float32))
+    rows = ct.reshape(ct.arange(CHUNK_SIZE, dtype=ct.int32), (CHUNK_SIZE, 1))
+    cols = ct.reshape(ct.arange(CHUNK_SIZE, dtype=ct.int32), (1, CHUNK_SIZE))
+    decay = ct.minimum(dA_i - dA_j, 0.0)
+    if DECAY_EXP:
+        decay = ct.exp(decay)
+    if DIAGONAL:
+        scores = ct.where(rows >= cols, scores * decay * dt_j, 0.0)
+    else:
+        scores = ct.where(rows > cols, scores * decay * dt_j, 0.0)
+    acc = ct.mma(scores.astype(x.dtype), x_c, acc)
+    acc = acc + x_c.astype(ct.float32) * ct.reshape(ct.load(D, (h,), (1,)), (1, 1))
+    if HAS_Z:
+        z_c = ct.reshape(ct.load(z, (b, c, h, p), (1, CHUNK_SIZE, 1, BLOCK_P), padding_mode=ZERO),
+                         (CHUNK_SIZE, BLOCK_P)).astype(ct.float32)
+        acc = acc * z_c / (1.0 + ct.exp(-z_c))
+    ct.store(y, (b, c, h, p), ct.reshape(acc.astype(y.dtype), (1, CHUNK_SIZE, 1, BLOCK_P)))
+
+
+@ct.kernel
+def mma_strict_mask(x, dt, dA_cumsum, B, C, chunk_states, D, z, y,
+                    CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
+                    DSTATE: ct.Constant[int], HAS_Z: ct.Constant[bool]):
+    mma_body(x, dt, dA_cumsum, B, C, chunk_states, D, z, y, CHUNK_SIZE, BLOCK_P, DSTATE, HAS_Z,
+             False, True)
+
+
+@ct.kernel
+def mma_decay_without_exp(x, dt, dA_cumsum, B, C, chunk_states, D, z, y,
+                          CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
+                          DSTATE: ct.Constant[int], HAS_Z: ct.Constant[bool]):
+    mma_body(x, dt, dA_cumsum, B, C, chunk_states, D, z, y, CHUNK_SIZE, BLOCK_P, DSTATE, HAS_Z,
+             True, False)
+
+
+@pytest.mark.parametrize("mistake, diagnosis", [
+    (mma_strict_mask, "the causal mask leaves out the diagonal"),
+    (mma_decay_without_exp, "the intra-chunk decay is the exponent without its exp"),
+])
+def test_nb07_ex3_mistake_is_named(capsys, mistake, diagnosis):
+    assert not compute_out.check_compute_out_mma(mistake, device="cpu")
+    assert diagnosis in capsys.readouterr().out
