@@ -142,6 +142,18 @@ def test_nb03_ex1_mistake_is_named(capsys, mistake, diagnosis):
     assert diagnosis in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("entry", range(len(chunked.CUMSUM_MISTAKES)))
+def test_nb03_ex1_every_catalogue_entry_is_reachable(capsys, entry):
+    """Each catalogued wrong answer, fed through the notebook's check, gets its own diagnosis."""
+    wrong_answer, diagnosis = chunked.CUMSUM_MISTAKES[entry]
+
+    def learner(dt, A, chunk_size):
+        return wrong_answer(_chunks(dt, A, chunk_size), A)
+
+    assert not chunked.check_chunk_cumsum_single_head(learner)
+    assert f"Hint: {diagnosis}" in capsys.readouterr().out
+
+
 # --- notebook 03, Exercise 3: one chunk's output --------------------------------------------
 
 def _chunk_output(x, dt, dA_cumsum, B, C, h_enter, diagonal):

@@ -23,24 +23,33 @@ def _one_chunk(t):
     return t[None, None, None]
 
 
+# Exercise 1's catalogue of likely mistakes: (what the learner computed, from the padded
+# (nchunks, chunk_size) terms dt * A, and the diagnosis). The first match names the mistake.
+CUMSUM_MISTAKES = [
+    (lambda terms, A: np.cumsum(terms).reshape(terms.shape),
+     "the running sum restarts at every chunk: cumsum along the chunk axis only."),
+    (lambda terms, A: np.cumsum(terms, axis=-1) - terms,
+     "the sum is exclusive (off by one): dA_cumsum[c, i] includes token i itself, "
+     "so dA_cumsum[c, 0] = dt[c*s] A, not 0; np.cumsum already does this."),
+    (lambda terms, A: np.cumsum(terms, axis=0) if len(terms) > 1 else None,
+     "the sum ran down the chunks (axis 0) instead of along each chunk: in the "
+     "(nchunks, chunk_size) array the positions in a chunk are axis -1, "
+     "so np.cumsum(..., axis=-1)."),
+    (lambda terms, A: np.cumsum(terms, axis=-1) / A,
+     "sum dt * A, not dt: the decay rate A belongs inside the sum."),
+]
+
+
 def _cumsum_hint(got, dt, A, chunk_size):
     nchunks = -(-len(dt) // chunk_size)
     if np.shape(got) != (nchunks, chunk_size):
         return (f"the result is (nchunks, chunk_size) = ({nchunks}, {chunk_size}): pad dt "
                 "with zeros up to a whole number of chunks, then reshape.")
-    padded = np.pad(dt * A, (0, nchunks * chunk_size - len(dt)))
-    if np.allclose(got, np.cumsum(padded).reshape(nchunks, chunk_size)):
-        return "the running sum restarts at every chunk: cumsum along the chunk axis only."
-    terms = padded.reshape(nchunks, chunk_size)
-    if np.allclose(got, np.cumsum(terms, axis=-1) - terms):
-        return ("the sum is exclusive (off by one): dA_cumsum[c, i] includes token i itself, "
-                "so dA_cumsum[c, 0] = dt[c*s] A, not 0; np.cumsum already does this.")
-    if nchunks > 1 and np.allclose(got, np.cumsum(terms, axis=0)):
-        return ("the sum ran down the chunks (axis 0) instead of along each chunk: in the "
-                "(nchunks, chunk_size) array the positions in a chunk are axis -1, "
-                "so np.cumsum(..., axis=-1).")
-    if np.allclose(got, np.cumsum(terms, axis=-1) / A):
-        return "sum dt * A, not dt: the decay rate A belongs inside the sum."
+    terms = np.pad(dt * A, (0, nchunks * chunk_size - len(dt))).reshape(nchunks, chunk_size)
+    for wrong_answer, hint in CUMSUM_MISTAKES:
+        candidate = wrong_answer(terms, A)
+        if candidate is not None and np.allclose(got, candidate):
+            return hint
     return "dA_cumsum[c, i] = dt[c*s] A + ... + dt[c*s + i] A, with dt = 0 in the padding."
 
 
