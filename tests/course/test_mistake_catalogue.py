@@ -154,6 +154,44 @@ def test_nb03_ex1_every_catalogue_entry_is_reachable(capsys, entry):
     assert f"Hint: {diagnosis}" in capsys.readouterr().out
 
 
+# --- notebook 03, Exercise 2: the jump over one chunk ------------------------------------
+
+def jump_correct(state, x, dt, dA_cumsum, B):
+    weights = np.exp(dA_cumsum[-1] - dA_cumsum) * dt
+    return np.exp(dA_cumsum[-1]) * state + (weights[:, None] * x).T @ B
+
+
+def jump_without_exp(state, x, dt, dA_cumsum, B):
+    weights = (dA_cumsum[-1] - dA_cumsum) * dt
+    return np.exp(dA_cumsum[-1]) * state + (weights[:, None] * x).T @ B
+
+
+def jump_decays_own_step(state, x, dt, dA_cumsum, B):
+    before = np.concatenate([[0.0], dA_cumsum[:-1]])       # dA up to token i - 1
+    weights = np.exp(dA_cumsum[-1] - before) * dt
+    return np.exp(dA_cumsum[-1]) * state + (weights[:, None] * x).T @ B
+
+
+def test_nb03_ex2_correct_passes(capsys):
+    assert chunked.check_jump(jump_correct)
+
+
+@pytest.mark.parametrize("mistake, diagnosis", [
+    (jump_without_exp, "the weight is the exponent without its exp"),
+    (jump_decays_own_step, "token i also decays over its own step (off by one)"),
+])
+def test_nb03_ex2_mistake_is_named(capsys, mistake, diagnosis):
+    assert not chunked.check_jump(mistake)
+    assert diagnosis in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("entry", range(len(chunked.JUMP_MISTAKES)))
+def test_nb03_ex2_every_catalogue_entry_is_reachable(capsys, entry):
+    wrong_answer, diagnosis = chunked.JUMP_MISTAKES[entry]
+    assert not chunked.check_jump(wrong_answer)
+    assert f"Hint: {diagnosis}" in capsys.readouterr().out
+
+
 # --- notebook 03, Exercise 3: one chunk's output --------------------------------------------
 
 def _chunk_output(x, dt, dA_cumsum, B, C, h_enter, diagonal):
@@ -179,6 +217,33 @@ def test_nb03_ex3_correct_passes(capsys):
 def test_nb03_ex3_strict_causal_mask_is_named(capsys):
     assert not chunked.check_chunk_output(chunk_output_strict_mask)
     assert "leaves out the diagonal" in capsys.readouterr().out
+
+
+def chunk_output_inter_without_exp(x, dt, dA_cumsum, B, C, h_enter):
+    inter = dA_cumsum[:, None] * (C @ h_enter.T)
+    intra = _chunk_output(x, dt, dA_cumsum, B, C, 0 * h_enter, diagonal=True)
+    return inter + intra
+
+
+def chunk_output_without_dt(x, dt, dA_cumsum, B, C, h_enter):
+    """x enters the mixing without its step dt."""
+    return _chunk_output(x, np.ones_like(dt), dA_cumsum, B, C, h_enter, diagonal=True)
+
+
+@pytest.mark.parametrize("mistake, diagnosis", [
+    (chunk_output_inter_without_exp, "the entering state's decay is dA_i itself"),
+    (chunk_output_without_dt, "each input j enters as dt_j x_j"),
+])
+def test_nb03_ex3_mistake_is_named(capsys, mistake, diagnosis):
+    assert not chunked.check_chunk_output(mistake)
+    assert diagnosis in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("entry", range(len(chunked.OUTPUT_MISTAKES)))
+def test_nb03_ex3_every_catalogue_entry_is_reachable(capsys, entry):
+    wrong_answer, diagnosis = chunked.OUTPUT_MISTAKES[entry]
+    assert not chunked.check_chunk_output(wrong_answer)
+    assert f"Hint: {diagnosis}" in capsys.readouterr().out
 
 
 # --- notebook 07, Exercise 3: the tensor-core compute_out kernel ------------------------------

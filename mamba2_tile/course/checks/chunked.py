@@ -89,25 +89,36 @@ CHUNK_CASES = [
 ]
 
 
+def _inflow(weight, x, B):
+    """sum_i weight_i x_i ⊗ B_i, the tokens' contribution to the state."""
+    return np.einsum("s,sp,sn->pn", weight, x, B)
+
+
+# Exercise 2's catalogue: (a wrong jump(state, x, dt, dA_cumsum, B), the diagnosis). The first
+# entry whose answer matches the learner's names the mistake.
+JUMP_MISTAKES = [
+    (lambda state, x, dt, dA, B: state + _inflow(np.exp(dA[-1] - dA) * dt, x, B),
+     "the old state decays over the chunk too: start from exp(dA_last) * h."),
+    (lambda state, x, dt, dA, B: np.exp(dA[-1]) * state + _inflow(np.exp(dA) * dt, x, B),
+     "token i decays from i to the chunk's end: weight exp(dA_last - dA_i), not exp(dA_i)."),
+    (lambda state, x, dt, dA, B: np.exp(dA[-1]) * state + _inflow(np.exp(dA[-1] - dA), x, B),
+     "each token enters as dt_i x_i ⊗ B_i: multiply the weight by dt_i."),
+    (lambda state, x, dt, dA, B: np.exp(dA[-1]) * state + _inflow((dA[-1] - dA) * dt, x, B),
+     "the weight is the exponent without its exp: exp(dA_last - dA_i), not dA_last - dA_i."),
+    (lambda state, x, dt, dA, B: np.exp(dA[-1]) * state
+     + _inflow(np.exp(dA[-1] - np.concatenate([[0.0], dA[:-1]])) * dt, x, B),
+     "token i also decays over its own step (off by one): it enters after that step's "
+     "decay, so its weight is exp(dA_last - dA_i), not exp(dA_last - dA_(i-1)); the last "
+     "token enters undecayed."),
+]
+
+
 def _jump_hint(got, state, x, dt, dA, B):
-    last = dA[-1]
-
-    def inflow(weight):
-        return np.einsum("s,sp,sn->pn", weight, x, B)
-
-    candidates = [
-        (state + inflow(np.exp(last - dA) * dt),
-         "the old state decays over the chunk too: start from exp(dA_last) * h."),
-        (np.exp(last) * state + inflow(np.exp(dA) * dt),
-         "token i decays from i to the chunk's end: weight exp(dA_last - dA_i), not exp(dA_i)."),
-        (np.exp(last) * state + inflow(np.exp(last - dA)),
-         "each token enters as dt_i x_i ⊗ B_i: multiply the weight by dt_i."),
-    ]
     if np.shape(got) != state.shape:
         return (f"the state is (headdim, dstate) = {state.shape}: x_i ⊗ B_i is "
                 "np.outer(x_i, B_i), so sum over i of weight_i * x[i, :, None] * B[i, None, :].")
-    for candidate, hint in candidates:
-        if np.allclose(got, candidate):
+    for wrong_answer, hint in JUMP_MISTAKES:
+        if np.allclose(got, wrong_answer(state, x, dt, dA, B)):
             return hint
     return "h_next = exp(dA_last) h + sum_i exp(dA_last - dA_i) dt_i x_i ⊗ B_i."
 
@@ -136,22 +147,45 @@ def _pairwise(dA):
     return np.where(np.tril(np.ones((s, s), dtype=bool)), dA[:, None] - dA[None, :], -np.inf)
 
 
+def _inter(dA, C, h_enter):
+    """The entering state's share of each output row, exp(dA_i) C_i h_enter."""
+    return np.exp(dA)[:, None] * (C @ h_enter.T)
+
+
+def _intra(dA, B, C, dt, x, mask=0):
+    """(L ∘ C Bᵀ)(dt x), the mask keeping j <= i (``mask=0``) or j < i (``mask=-1``)."""
+    return (np.exp(_pairwise(dA)) * np.tril(C @ B.T, k=mask)) @ (dt[:, None] * x)
+
+
+# Exercise 3's catalogue: (a wrong chunk_output(x, dt, dA_cumsum, B, C, h_enter), the diagnosis).
+OUTPUT_MISTAKES = [
+    (lambda x, dt, dA, B, C, h: _intra(dA, B, C, dt, x),
+     "only the intra-chunk part: add the entering state's share, exp(dA_i) * (C_i · h_enter)."),
+    (lambda x, dt, dA, B, C, h: _inter(dA, C, h),
+     "only the inter-chunk part: add the chunk's own tokens, (L ∘ C Bᵀ)(dt x)."),
+    (lambda x, dt, dA, B, C, h: _inter(dA, C, h) + _intra(dA, B, C, dt, x, mask=-1),
+     "the causal mask leaves out the diagonal: token i reads its own input too, so keep "
+     "j <= i (np.tril with k=0), not j < i."),
+    (lambda x, dt, dA, B, C, h: C @ h.T + _intra(dA, B, C, dt, x),
+     "the entering state decays before it reaches token i: scale C_i h_enter by exp(dA_i)."),
+    (lambda x, dt, dA, B, C, h: dA[:, None] * (C @ h.T) + _intra(dA, B, C, dt, x),
+     "the entering state's decay is dA_i itself, not its exponential: scale C_i h_enter by "
+     "exp(dA_i)."),
+    (lambda x, dt, dA, B, C, h: _inter(dA, C, h) + (np.exp(_pairwise(dA)) * (C @ B.T)) @ x,
+     "each input j enters as dt_j x_j: multiply x by dt (per row) before the mixing."),
+    (lambda x, dt, dA, B, C, h: _inter(dA, C, h)
+     + (np.exp(_pairwise(dA)).T * (C @ B.T)) @ (dt[:, None] * x),
+     "the decay mask is transposed: row i (the output) mixes columns j <= i, "
+     "L[i, j] = exp(dA_i - dA_j)."),
+]
+
+
 def _output_hint(got, x, dt, dA, B, C, h_enter):
-    inter = np.exp(dA)[:, None] * (C @ h_enter.T)
-    intra = (np.exp(_pairwise(dA)) * (C @ B.T)) @ (dt[:, None] * x)
-    candidates = [
-        (intra, "only the intra-chunk part: add the entering state's share, "
-                "exp(dA_i) * (C_i · h_enter)."),
-        (inter, "only the inter-chunk part: add the chunk's own tokens, (L ∘ C Bᵀ)(dt x)."),
-        (inter + (np.exp(_pairwise(dA)) * np.tril(C @ B.T, k=-1)) @ (dt[:, None] * x),
-         "the causal mask leaves out the diagonal: token i reads its own input too, so keep "
-         "j <= i (np.tril with k=0), not j < i."),
-        (C @ h_enter.T + intra,
-         "the entering state decays before it reaches token i: scale C_i h_enter by exp(dA_i)."),
-    ]
     if np.shape(got) != x.shape:
         return f"the output has the shape of x_chunk, (chunk_size, headdim) = {x.shape}."
-    for candidate, hint in candidates:
+    for wrong_answer, hint in OUTPUT_MISTAKES:
+        with np.errstate(invalid="ignore", over="ignore"):
+            candidate = wrong_answer(x, dt, dA, B, C, h_enter)
         if np.allclose(got, candidate):
             return hint
     return ("y_i = exp(dA_i) C_i h_enter + sum_{j<=i} exp(dA_i - dA_j) (C_i·B_j) dt_j x_j, "
