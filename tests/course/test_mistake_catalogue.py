@@ -11,7 +11,8 @@ import pytest
 
 from mamba2_tile.course.checks import chunked, compute_out, primer
 from mamba2_tile.course.checks.chunk_cumsum import check_chunk_cumsum_heads
-from mamba2_tile.course.checks.quadratic import check_segsum
+from mamba2_tile.course.checks.quadratic import (QUADRATIC_MISTAKES, check_segsum,
+                                                  check_ssd_quadratic_single_head)
 from mamba2_tile.tile import ct
 
 ZERO = ct.PaddingMode.ZERO
@@ -40,6 +41,43 @@ def test_nb02_ex1_zero_above_the_diagonal_is_named(capsys):
     assert not check_segsum(segsum_tril_of_prefix_differences)
     out = capsys.readouterr().out
     assert "above the diagonal (s > t, the future) every entry must be -inf" in out
+
+
+# --- notebook 02, Exercise 3: the quadratic form ------------------------------------------
+
+def quadratic_correct(x, dt, A, B, C):
+    L = np.exp(segsum_correct(dt * A))
+    return (L * (C @ B.T)) @ (dt[:, None] * x)
+
+
+def quadratic_strict_mask(x, dt, A, B, C):
+    L = np.tril(np.exp(segsum_correct(dt * A)), k=-1)
+    return (L * (C @ B.T)) @ (dt[:, None] * x)
+
+
+def quadratic_without_exp(x, dt, A, B, C):
+    L = np.tril(segsum_correct(dt * A))                    # tril: -inf * 0 would be NaN
+    return (L * (C @ B.T)) @ (dt[:, None] * x)
+
+
+def test_nb02_ex3_correct_passes(capsys):
+    assert check_ssd_quadratic_single_head(quadratic_correct)
+
+
+@pytest.mark.parametrize("mistake, diagnosis", [
+    (quadratic_strict_mask, "the mask leaves out the diagonal"),
+    (quadratic_without_exp, "L is segsum itself, not its exponential"),
+])
+def test_nb02_ex3_mistake_is_named(capsys, mistake, diagnosis):
+    assert not check_ssd_quadratic_single_head(mistake)
+    assert diagnosis in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("entry", range(len(QUADRATIC_MISTAKES)))
+def test_nb02_ex3_every_catalogue_entry_is_reachable(capsys, entry):
+    wrong_answer, diagnosis = QUADRATIC_MISTAKES[entry]
+    assert not check_ssd_quadratic_single_head(wrong_answer)
+    assert f"Hint: {diagnosis}" in capsys.readouterr().out
 
 
 # --- notebook 04, Exercise 1: row sums -------------------------------------------------------

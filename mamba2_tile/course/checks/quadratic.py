@@ -107,19 +107,33 @@ def _quadratic_reference(x, dt, A, B, C):
     return ssd_quadratic(_one(x), _one(dt), np.array([A]), _one(B), _one(C))[0, :, 0]
 
 
+def _mask(dt, A):
+    return np.exp(_segsum(dt * A))
+
+
+# Exercise 3's catalogue: (a wrong ssd_quadratic_single_head(x, dt, A, B, C), the diagnosis).
+QUADRATIC_MISTAKES = [
+    (lambda x, dt, A, B, C: (_mask(dt, A) * (C @ B.T)) @ x,
+     "the values are dt·x: multiply each x[s] by dt[s] first."),
+    (lambda x, dt, A, B, C: (_mask(dt, A) * (B @ C.T)) @ (dt[:, None] * x),
+     "the scores are C Bᵀ: entry (t, s) is C[t]·B[s] (C plays the queries, B the keys)."),
+    (lambda x, dt, A, B, C: (_mask(dt, A).T * (C @ B.T)) @ (dt[:, None] * x),
+     "the mask is transposed: L is lower triangular, row t mixes tokens s <= t."),
+    (lambda x, dt, A, B, C: (C @ B.T) @ (dt[:, None] * x),
+     "the decay mask L is missing: use L ∘ (C Bᵀ)."),
+    (lambda x, dt, A, B, C: (np.tril(_mask(dt, A), k=-1) * (C @ B.T)) @ (dt[:, None] * x),
+     "the mask leaves out the diagonal: token t reads its own input too (L[t, t] = 1)."),
+    (lambda x, dt, A, B, C: (np.tril(_segsum(dt * A)) * (C @ B.T)) @ (dt[:, None] * x),
+     "L is segsum itself, not its exponential: L = exp(segsum(dt * A))."),
+]
+
+
 def _quadratic_hint(got, x, dt, A, B, C):
     got = np.asarray(got, dtype=np.float64)
-    L = np.exp(_segsum(dt * A))
-    candidates = [
-        ((L * (C @ B.T)) @ x, "the values are dt·x: multiply each x[s] by dt[s] first."),
-        ((L * (B @ C.T)) @ (dt[:, None] * x),
-         "the scores are C Bᵀ: entry (t, s) is C[t]·B[s] (C plays the queries, B the keys)."),
-        ((L.T * (C @ B.T)) @ (dt[:, None] * x),
-         "the mask is transposed: L is lower triangular, row t mixes tokens s <= t."),
-        (((C @ B.T)) @ (dt[:, None] * x), "the decay mask L is missing: use L ∘ (C Bᵀ)."),
-    ]
     if got.shape == x.shape:
-        for candidate, hint in candidates:
+        for wrong_answer, hint in QUADRATIC_MISTAKES:
+            with np.errstate(invalid="ignore"):
+                candidate = wrong_answer(x, dt, A, B, C)
             if np.allclose(got, candidate):
                 return hint
     return "y = (L ∘ C Bᵀ)(dt·x) with L = exp(segsum(dt * A)); y has the shape of x."
