@@ -11,7 +11,7 @@ import pytest
 
 from mamba2_tile.course.checks import chunked, compute_out, primer
 from mamba2_tile.course.checks.chunk_cumsum import check_chunk_cumsum_heads
-from mamba2_tile.course.checks.quadratic import (QUADRATIC_MISTAKES, check_segsum,
+from mamba2_tile.course.checks.quadratic import (QUADRATIC_MISTAKES, SEGSUM_MISTAKES, check_segsum,
                                                   check_ssd_quadratic_single_head)
 from mamba2_tile.tile import ct
 
@@ -41,6 +41,38 @@ def test_nb02_ex1_zero_above_the_diagonal_is_named(capsys):
     assert not check_segsum(segsum_tril_of_prefix_differences)
     out = capsys.readouterr().out
     assert "above the diagonal (s > t, the future) every entry must be -inf" in out
+
+
+def segsum_prefix_differences(a):
+    """Masked correctly, but as cumsum[t] - cumsum[s]: fails only after a huge step."""
+    prefix = np.cumsum(a, axis=-1)
+    T = a.shape[-1]
+    return np.where(np.tril(np.ones((T, T), dtype=bool)),
+                    prefix[..., :, None] - prefix[..., None, :], -np.inf)
+
+
+def segsum_inclusive(a):
+    """a[s] + ... + a[t]: the segment includes s, so the diagonal is a[t], not 0."""
+    T = a.shape[-1]
+    sums = np.cumsum(np.where(np.tril(np.ones((T, T), dtype=bool)), a[..., :, None], 0.0),
+                     axis=-2)
+    return np.where(np.tril(np.ones((T, T), dtype=bool)), sums, -np.inf)
+
+
+@pytest.mark.parametrize("mistake, diagnosis", [
+    (segsum_prefix_differences, "the segments must be summed directly"),
+    (segsum_inclusive, "the segment for (t, s) starts *after* s"),
+])
+def test_nb02_ex1_mistake_is_named(capsys, mistake, diagnosis):
+    assert not check_segsum(mistake)
+    assert diagnosis in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("entry", range(len(SEGSUM_MISTAKES)))
+def test_nb02_ex1_every_catalogue_entry_is_reachable(capsys, entry):
+    wrong_answer, diagnosis = SEGSUM_MISTAKES[entry]
+    assert not check_segsum(wrong_answer)
+    assert f"Hint: {diagnosis}" in capsys.readouterr().out
 
 
 # --- notebook 02, Exercise 3: the quadratic form ------------------------------------------

@@ -28,26 +28,52 @@ def _close_on_lower(got, candidate):
         return bool(np.allclose(got[lower], candidate[lower], atol=1e-8))
 
 
+def _future(a):
+    """Boolean (..., T, T): True above the diagonal (s > t), where segsum is -inf."""
+    T = a.shape[-1]
+    return np.broadcast_to(np.triu(np.ones((T, T), dtype=bool), k=1), a.shape + (T,))
+
+
+def _prefix_differences(a):
+    prefix = np.cumsum(a, axis=-1)
+    return prefix[..., :, None] - prefix[..., None, :]
+
+
+_FUTURE_HINT = ("above the diagonal (s > t, the future) every entry must be -inf, "
+                "so that exp(segsum) is 0 there.")
+_CANCELLATION_HINT = (
+    "the segments must be summed directly (mask the terms, then cumsum), not as "
+    "cumsum[t] - cumsum[s]: after a huge step both prefix sums are enormous and "
+    "their difference loses every small digit (or becomes -inf - -inf = NaN).")
+_INCLUSIVE_HINT = ("the segment for (t, s) starts *after* s: a[s+1] + ... + a[t], so the "
+                   "diagonal is 0 (no decay from a token to itself).")
+
+# Exercise 1's catalogue: (a wrong segsum(a), the diagnosis); the first match names the mistake.
+SEGSUM_MISTAKES = [
+    (lambda a: np.tril(_segsum(a)), _FUTURE_HINT),             # np.tril puts 0, not -inf
+    (lambda a: np.tril(_prefix_differences(a)), _FUTURE_HINT),
+    (lambda a: np.where(_future(a), -np.inf, _prefix_differences(a)), _CANCELLATION_HINT),
+    (lambda a: np.where(_future(a), -np.inf, _segsum(a) + a[..., None, :]), _INCLUSIVE_HINT),
+]
+
+
 def _segsum_hint(got, a):
     got = np.asarray(got, dtype=np.float64)
     T = a.shape[-1]
     if got.shape != a.shape + (T,):
         return "segsum adds one axis: a of shape (..., T) gives (..., T, T), indexed [..., t, s]."
-    # The upper triangle first: a wrong future (0 instead of -inf) says nothing about how the
-    # lower triangle was computed, and the lower-triangle tests below would name a wrong cause.
-    upper = np.broadcast_to(np.triu(np.ones((T, T), dtype=bool), k=1), got.shape)
-    if not np.isnan(got).any() and not np.all(got[upper] == -np.inf):
-        return ("above the diagonal (s > t, the future) every entry must be -inf, "
-                "so that exp(segsum) is 0 there.")
-    prefix = np.cumsum(a, axis=-1)
-    if _close_on_lower(got, prefix[..., :, None] - prefix[..., None, :]) or np.isnan(got).any():
-        return ("the segments must be summed directly (mask the terms, then cumsum), not as "
-                "cumsum[t] - cumsum[s]: after a huge step both prefix sums are enormous and "
-                "their difference loses every small digit (or becomes -inf - -inf = NaN).")
-    inclusive = prefix[..., :, None] - prefix[..., None, :] + a[..., None, :]
-    if _close_on_lower(got, inclusive):
-        return ("the segment for (t, s) starts *after* s: a[s+1] + ... + a[t], so the "
-                "diagonal is 0 (no decay from a token to itself).")
+    for wrong_answer, hint in SEGSUM_MISTAKES:
+        with np.errstate(invalid="ignore"):
+            if np.allclose(got, wrong_answer(a), atol=1e-8, equal_nan=True):
+                return hint
+    # Not in the catalogue: the upper triangle first, since a wrong future (0 instead of -inf)
+    # says nothing about how the lower triangle was computed.
+    if not np.isnan(got).any() and not np.all(got[_future(a)] == -np.inf):
+        return _FUTURE_HINT
+    if _close_on_lower(got, _prefix_differences(a)) or np.isnan(got).any():
+        return _CANCELLATION_HINT
+    if _close_on_lower(got, _prefix_differences(a) + a[..., None, :]):
+        return _INCLUSIVE_HINT
     return "segsum(a)[..., t, s] = a[s+1] + ... + a[t] for t >= s, -inf above the diagonal."
 
 
