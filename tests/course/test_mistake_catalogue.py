@@ -320,9 +320,10 @@ def test_nb03_ex3_every_catalogue_entry_is_reachable(capsys, entry):
 
 @ct.function
 def mma_body(x, dt, dA_cumsum, B, C, chunk_states, D, z, y, CHUNK_SIZE, BLOCK_P, DSTATE, HAS_Z,
-             DIAGONAL, DECAY_EXP):
-    """The notebook's solution; ``DIAGONAL=False`` is the strict mask ``rows > cols`` and
-    ``DECAY_EXP=False`` the decay without its ``ct.exp``."""
+             DIAGONAL, DECAY_EXP, INTER_EXP):
+    """The notebook's solution; ``DIAGONAL=False`` is the strict mask ``rows > cols``,
+    ``DECAY_EXP=False`` the intra-chunk decay and ``INTER_EXP=False`` the inter-chunk decay
+    without its ``ct.exp``."""
     nchunks = dA_cumsum.shape[2]
     b, c = ct.bid(0) // nchunks, ct.bid(0) % nchunks
     h, p = ct.bid(1), ct.bid(2)
@@ -339,7 +340,10 @@ def mma_body(x, dt, dA_cumsum, B, C, chunk_states, D, z, y, CHUNK_SIZE, BLOCK_P,
     h_enter = ct.reshape(ct.load(chunk_states, (b, h, c, p, 0), (1, 1, 1, BLOCK_P, DSTATE),
                                  padding_mode=ZERO), (BLOCK_P, DSTATE)).astype(C.dtype)
     acc = ct.mma(C_c, ct.transpose(h_enter), ct.zeros((CHUNK_SIZE, BLOCK_P), dtype=ct.float32))
-    acc = acc * ct.exp(dA_i)
+    if INTER_EXP:
+        acc = acc * ct.exp(dA_i)
+    else:
+        acc = acc * dA_i
     scores = ct.mma(C_c, ct.transpose(B_c), ct.zeros((CHUNK_SIZE, CHUNK_SIZE), dtype=ct.float32))
     rows = ct.reshape(ct.arange(CHUNK_SIZE, dtype=ct.int32), (CHUNK_SIZE, 1))
     cols = ct.reshape(ct.arange(CHUNK_SIZE, dtype=ct.int32), (1, CHUNK_SIZE))
@@ -364,7 +368,7 @@ def mma_strict_mask(x, dt, dA_cumsum, B, C, chunk_states, D, z, y,
                     CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
                     DSTATE: ct.Constant[int], HAS_Z: ct.Constant[bool]):
     mma_body(x, dt, dA_cumsum, B, C, chunk_states, D, z, y, CHUNK_SIZE, BLOCK_P, DSTATE, HAS_Z,
-             False, True)
+             False, True, True)
 
 
 @ct.kernel
@@ -372,12 +376,21 @@ def mma_decay_without_exp(x, dt, dA_cumsum, B, C, chunk_states, D, z, y,
                           CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
                           DSTATE: ct.Constant[int], HAS_Z: ct.Constant[bool]):
     mma_body(x, dt, dA_cumsum, B, C, chunk_states, D, z, y, CHUNK_SIZE, BLOCK_P, DSTATE, HAS_Z,
-             True, False)
+             True, False, True)
+
+
+@ct.kernel
+def mma_inter_decay_without_exp(x, dt, dA_cumsum, B, C, chunk_states, D, z, y,
+                                CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
+                                DSTATE: ct.Constant[int], HAS_Z: ct.Constant[bool]):
+    mma_body(x, dt, dA_cumsum, B, C, chunk_states, D, z, y, CHUNK_SIZE, BLOCK_P, DSTATE, HAS_Z,
+             True, True, False)
 
 
 @pytest.mark.parametrize("mistake, diagnosis", [
     (mma_strict_mask, "the causal mask leaves out the diagonal"),
     (mma_decay_without_exp, "the intra-chunk decay is the exponent without its exp"),
+    (mma_inter_decay_without_exp, "the inter-chunk decay is dA_cumsum[i] itself"),
 ])
 def test_nb07_ex3_mistake_is_named(capsys, mistake, diagnosis):
     assert not compute_out.check_compute_out_mma(mistake, device="cpu")
