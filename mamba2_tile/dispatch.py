@@ -42,7 +42,7 @@ def gpu_available() -> bool:
     try:
         import cuda.tile  # noqa: F401
         import torch
-    except ImportError:
+    except Exception:   # ImportError, or the CUDA driver library failing to load
         return False
     return torch.cuda.is_available() and tuple(torch.cuda.get_device_capability()) >= MIN_CAPABILITY
 

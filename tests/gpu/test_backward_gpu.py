@@ -13,21 +13,15 @@ from pathlib import Path
 import pytest
 import torch
 
+from mamba2_tile import dispatch
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kernels"))  # grad_cases
 
 from grad_cases import check  # noqa: E402
 from ssd_cases import Case  # noqa: E402
 
-try:
-    import cuda.tile  # noqa: F401
-    HAVE_CUTILE = True
-except Exception:   # ImportError, or the CUDA driver library failing to load
-    HAVE_CUTILE = False
-
-pytestmark = pytest.mark.skipif(
-    not (torch.cuda.is_available() and HAVE_CUTILE),
-    reason="needs a CUDA GPU and the real cuda.tile package",
-)
+pytestmark = pytest.mark.skipif(not dispatch.gpu_available(),
+                                reason="needs a GPU that cuTile supports and the real cuda.tile")
 
 # float32 on the GPU: the kernels' exp2 is the hardware's approximate one (about 22 bits).
 GPU_FLOAT32_TOLERANCE = 1e-3

@@ -6,16 +6,12 @@ import json
 import pytest
 import torch
 
+from mamba2_tile import dispatch
+
 from mamba2_tile.tools import decode
 
-try:
-    import cuda.tile  # noqa: F401
-    HAS_CUTILE = True
-except Exception:   # ImportError, or the CUDA driver library failing to load
-    HAS_CUTILE = False
-
-pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and HAS_CUTILE),
-                                reason="needs a CUDA GPU and cuda.tile")
+pytestmark = pytest.mark.skipif(not dispatch.gpu_available(),
+                                reason="needs a GPU that cuTile supports and the real cuda.tile")
 
 
 def test_decode_bench_runs(tmp_path):

@@ -10,18 +10,14 @@ from pathlib import Path
 import pytest
 import torch
 
+from mamba2_tile import dispatch
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernels"))
 from test_decode import make_step, run_both  # noqa: E402
 from mamba2_tile.tolerances import GPU_TOLERANCES, assert_close  # noqa: E402
 
-try:
-    import cuda.tile  # noqa: F401
-    HAS_CUTILE = True
-except Exception:   # ImportError, or the CUDA driver library failing to load
-    HAS_CUTILE = False
-
-pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and HAS_CUTILE),
-                                reason="needs a CUDA GPU and cuda.tile")
+pytestmark = pytest.mark.skipif(not dispatch.gpu_available(),
+                                reason="needs a GPU that cuTile supports and the real cuda.tile")
 
 
 def on_gpu(args):

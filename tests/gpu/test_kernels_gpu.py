@@ -23,17 +23,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kernels"))  # s
 from ssd_cases import Case, api_kwargs, expected_output, make_case, prepared_dt  # noqa: E402
 from mamba2_tile.tolerances import GPU_TOLERANCES, assert_close, relative_errors, to_numpy  # noqa: E402
 
-try:
-    import cuda.tile  # noqa: F401
-    HAVE_CUTILE = True
-except Exception:   # ImportError, or the CUDA driver library failing to load
-    HAVE_CUTILE = False
-
-pytestmark = pytest.mark.skipif(
-    not (torch.cuda.is_available() and HAVE_CUTILE),
-    reason="needs a CUDA GPU and the real cuda.tile package",
-)
-
 from mamba2_tile import dispatch, reference  # noqa: E402
 from mamba2_tile.api import forward_with_options, mamba_chunk_scan_combined  # noqa: E402
 from mamba2_tile.kernels import (DEFAULT_OPTIONS, chunk_cumsum, compute_out,  # noqa: E402
@@ -41,6 +30,9 @@ from mamba2_tile.kernels import (DEFAULT_OPTIONS, chunk_cumsum, compute_out,  # 
 from mamba2_tile.kernels.fused_state_out import scores_given  # noqa: E402
 from mamba2_tile.kernels.plan import plan_for  # noqa: E402
 from mamba2_tile.torch_reference import mamba_chunk_scan_torch  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not dispatch.gpu_available(),
+                                reason="needs a GPU that cuTile supports and the real cuda.tile")
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 CHUNK_SIZES = [64, 128, 256]

@@ -15,19 +15,15 @@ from pathlib import Path
 import pytest
 import torch
 
+from mamba2_tile import dispatch
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from test_layer import generate, inputs, make_layer, reference_layer  # noqa: E402
 from mamba2_tile.layer import InferenceParams  # noqa: E402
 from mamba2_tile.tolerances import GPU_TOLERANCES, assert_close, relative_errors  # noqa: E402
 
-try:
-    import cuda.tile  # noqa: F401
-    HAS_CUTILE = True
-except Exception:   # ImportError, or the CUDA driver library failing to load
-    HAS_CUTILE = False
-
-pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and HAS_CUTILE),
-                                reason="needs a CUDA GPU and cuda.tile")
+pytestmark = pytest.mark.skipif(not dispatch.gpu_available(),
+                                reason="needs a GPU that cuTile supports and the real cuda.tile")
 
 DTYPES = [torch.float32, torch.bfloat16]
 # Sizes of a small real model (headdim 64, dstate 64 or 128), and one with the options on.

@@ -20,21 +20,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kernels"))  # s
 from ssd_cases import Case, make_case  # noqa: E402
 from mamba2_tile.tolerances import GPU_TOLERANCES, assert_close, to_numpy  # noqa: E402
 
-try:
-    import cuda.tile  # noqa: F401
-    HAVE_CUTILE = True
-except Exception:   # ImportError, or the CUDA driver library failing to load
-    HAVE_CUTILE = False
-
-pytestmark = pytest.mark.skipif(
-    not (torch.cuda.is_available() and HAVE_CUTILE),
-    reason="needs a CUDA GPU and the real cuda.tile package",
-)
-
 from mamba2_tile import dispatch  # noqa: E402
 from mamba2_tile.api import forward_with_options, mamba_chunk_scan_combined  # noqa: E402
 from mamba2_tile.kernels import DEFAULT_OPTIONS  # noqa: E402
 from mamba2_tile.torch_reference import mamba_chunk_scan_torch  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not dispatch.gpu_available(),
+                                reason="needs a GPU that cuTile supports and the real cuda.tile")
 
 # 1 to 10k tokens, on and around chunk boundaries of every chunk size.
 LENGTHS = [1, 10_000, 2, 63, 64, 65, 1, 127, 255, 256, 257, 1000, 4096, 3, 511]

@@ -17,16 +17,8 @@ from mamba2_tile import dispatch  # noqa: E402
 from mamba2_tile.api import forward_with_options  # noqa: E402
 from mamba2_tile.tolerances import GPU_TOLERANCES, assert_close  # noqa: E402
 
-try:
-    import cuda.tile  # noqa: F401
-    HAVE_CUTILE = True
-except Exception:   # ImportError, or the CUDA driver library failing to load
-    HAVE_CUTILE = False
-
-pytestmark = pytest.mark.skipif(
-    not (torch.cuda.is_available() and HAVE_CUTILE),
-    reason="needs a CUDA GPU and the real cuda.tile package",
-)
+pytestmark = pytest.mark.skipif(not dispatch.gpu_available(),
+                                reason="needs a GPU that cuTile supports and the real cuda.tile")
 
 
 @pytest.mark.parametrize("path", PATHS)
