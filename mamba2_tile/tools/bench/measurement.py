@@ -186,11 +186,9 @@ def _load_fla():
         return None, f"{type(error).__name__}: {error}"
 
     def call(inputs, problem):
-        x, dt, A, B, C, D = (inputs[k] for k in ("x", "dt", "A", "B", "C", "D"))
-        q = C.repeat_interleave(problem.heads_per_group, dim=2).contiguous()
-        k = B.repeat_interleave(problem.heads_per_group, dim=2).contiguous()
-        v = (dt[..., None] * x.float()).to(x.dtype)
-        g = (dt * A).float()
+        x, D = inputs["x"], inputs["D"]
+        q, k, v, g = as_simple_gla(*(inputs[k] for k in ("x", "dt", "A", "B", "C")),
+                                   problem.heads_per_group)
         skip = D[:, None].to(x.dtype)
 
         def run():
@@ -198,6 +196,14 @@ def _load_fla():
             return out + skip * x
         return run
     return call, None
+
+
+def as_simple_gla(x, dt, A, B, C, heads_per_group):
+    """Mamba-2's SSD inputs as simple GLA's ``(q, k, v, g)``: ``q = C`` and ``k = B`` repeated
+    per head, ``v = dt x`` in the dtype of ``x``, ``g = dt A`` in float32."""
+    q = C.repeat_interleave(heads_per_group, dim=2)
+    k = B.repeat_interleave(heads_per_group, dim=2)
+    return q, k, (dt[..., None] * x.float()).to(x.dtype), (dt * A).float()
 
 
 def _load_torch():

@@ -8,7 +8,7 @@ step, nothing accumulated). The implementations, each differentiable in all six:
 - ``mamba2_tile``: :func:`mamba2_tile.api.mamba_chunk_scan_combined` (the backward of
   :mod:`mamba2_tile.autograd`);
 - ``mamba_ssm``: its ``mamba_chunk_scan_combined`` (Triton, forward and backward);
-- ``fla``: ``chunk_simple_gla`` with the mapping of :func:`.measurement._load_fla` (``q = C``,
+- ``fla``: ``chunk_simple_gla`` with the mapping of :func:`.measurement.as_simple_gla` (``q = C``,
   ``k = B`` per head, ``v = dt x``, ``g = dt A``, ``+ D x``), the mapping inside the step this
   time, since the gradients must reach ``x, dt, A, B, C``.
 
@@ -26,7 +26,7 @@ import dataclasses
 import torch
 
 from mamba2_tile import api
-from mamba2_tile.tools.bench.measurement import make_inputs, median_ms
+from mamba2_tile.tools.bench.measurement import as_simple_gla, make_inputs, median_ms
 from mamba2_tile.torch_reference import mamba_chunk_scan_torch
 
 INPUTS = ("x", "dt", "A", "B", "C", "D")
@@ -56,10 +56,8 @@ def _fla(problem):
         return None, f"{type(error).__name__}: {error}"
 
     def forward(x, dt, A, B, C, D):
-        q = C.repeat_interleave(problem.heads_per_group, dim=2)
-        k = B.repeat_interleave(problem.heads_per_group, dim=2)
-        v = (dt[..., None] * x.float()).to(x.dtype)
-        out, _ = chunk_simple_gla(q, k, v, g=dt * A, scale=1.0)
+        q, k, v, g = as_simple_gla(x, dt, A, B, C, problem.heads_per_group)
+        out, _ = chunk_simple_gla(q, k, v, g=g, scale=1.0)
         return out + D[:, None].to(x.dtype) * x
     return forward, None
 
