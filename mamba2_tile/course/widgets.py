@@ -25,7 +25,7 @@ from mamba2_tile.problem import Problem
 from mamba2_tile.course.plots.chunks import plot_block_grid
 from mamba2_tile.course.plots.masks import plot_decay_mask_for
 from mamba2_tile.course.plots.recurrence import plot_state_norm
-from mamba2_tile.course.plots.tiles import plot_block_tile, tile_grid_shape
+from mamba2_tile.course.plots.tiles import block_tile, plot_block_tile, tile_grid_shape
 
 # A Mamba-2 130M layer (d_model 768, expand 2 -> 24 heads of 64; dstate 128), in bfloat16.
 MODEL = dict(batch=1, nheads=24, headdim=64, dstate=128, ngroups=1, dtype="bfloat16")
@@ -54,7 +54,7 @@ class Explorer(widgets.VBox):
     The picture is an ``Image`` widget, not an ``Output`` one, so the cell's only output is this
     box. It shows as the slider values in words and a PNG of the current picture wherever
     widgets do not run: nbval compares the words (deterministic, unlike the widget's model id),
-    and slides or a static viewer show the picture.
+    and a renderer without widgets can fall back to the picture.
     """
 
     def __init__(self, title, draw, sliders, fit=None):
@@ -132,9 +132,9 @@ def tile_explorer(array_shape=(10, 14), tile_shape=(4, 4), block=(1, 2)):
     :func:`plot_block_tile`; the block sliders reach exactly the blocks of the grid."""
     tile_r = _choice("TILE_R", TILE_SIZES, tile_shape[0])
     tile_c = _choice("TILE_C", TILE_SIZES, tile_shape[1])
+    # Refuse a block outside the grid here: an IntSlider would quietly clamp it.
+    block_tile(array_shape, tile_shape, block)
     grid = tile_grid_shape(array_shape, tile_shape)
-    if not all(0 <= b < g for b, g in zip(block, grid)):
-        raise ValueError(f"block must index the {grid} grid of tiles, got {block}")
     bid = [widgets.IntSlider(value=b, min=0, max=g - 1, description=f"bid({axis})",
                              continuous_update=False)
            for axis, (b, g) in enumerate(zip(block, grid))]
