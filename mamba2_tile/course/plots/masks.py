@@ -1,10 +1,15 @@
 """Pictures of the quadratic form (notebook 02): the decay mask ``L``, the three matrices of
-``L ∘ C Bᵀ`` side by side, and where the naive ``exp(prefix sum)`` leaves floating point."""
+``L ∘ C Bᵀ`` side by side, where the naive ``exp(prefix sum)`` leaves floating point, and the
+mask for given ``A`` and ``dt`` (what the decay-mask explorer redraws)."""
 
 import matplotlib.pyplot as plt
 import numpy as np
 
+from mamba2_tile.reference import segsum
+
 DPI = 90
+# The decay explorer's log axis floor: smaller weights are drawn on it (a log axis has no 0).
+_FLOOR = 1e-12
 
 
 def _matrix(ax, M, title, cmap="viridis", symmetric=False):
@@ -51,3 +56,48 @@ def plot_prefix_underflow(prefix_sum):
     ax.set_ylabel("log of the decay from token 0")
     ax.legend(loc="lower left")
     fig.tight_layout()
+
+
+def spiked_dt(seqlen, dt, spike=0.0):
+    """A constant step ``dt`` for every token, plus ``spike`` on token ``seqlen * 5 // 8``: the
+    input the decay-mask explorer draws (token 40 of 64, as in notebook 02's picture)."""
+    steps = np.full(seqlen, float(dt))
+    steps[seqlen * 5 // 8] += spike
+    return steps
+
+
+def plot_decay_mask_for(A, dt, spike=0.0, seqlen=64):
+    """The decay mask of one head for a constant ``dt`` (plus an optional spike, see
+    :func:`spiked_dt`) and the decay rate ``A``; returns the figure.
+
+    Left, ``L = exp(segsum(dt·A))`` over (t, s) on a fixed 0..1 colour scale, so that a wider or
+    narrower band is the mask changing, not the colour bar. Right, its last row on a log scale:
+    how much of each past token the last output still sees. A constant ``dt·A`` forgets by
+    ``e`` every ``1 / |dt·A|`` tokens; a spike cuts the memory of everything before it.
+    """
+    steps = spiked_dt(seqlen, dt, spike)
+    L = np.exp(segsum(steps * A))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.6, 3.9), dpi=DPI,
+                                      gridspec_kw=dict(width_ratios=[1.1, 1]))
+    future = np.triu(np.ones((seqlen, seqlen), dtype=bool), k=1)
+    image = left.imshow(np.ma.masked_where(future, L), cmap="viridis", vmin=0, vmax=1,
+                        interpolation="nearest")
+    left.set_title(f"L for A = {A:g}, dt = {dt:g}" + (f", spike {spike:g}" if spike else ""),
+                   fontsize=10)
+    left.set_xlabel("s (input token)")
+    left.set_ylabel("t (output token)")
+    plt.colorbar(image, ax=left, fraction=0.046, pad=0.04)
+
+    last = L[-1]
+    right.semilogy(np.arange(seqlen), np.maximum(last, _FLOOR), marker=".", color="C0")
+    right.set_ylim(_FLOOR / 3, 3)
+    right.axhline(np.exp(-1), color="0.6", linestyle=":", label="1/e")
+    horizon = 1 / abs(dt * A)
+    right.set_title(f"row t = {seqlen - 1}: 1/e of a token is left after "
+                    f"{horizon:.3g} tokens", fontsize=10)
+    right.set_xlabel("s (input token)")
+    right.set_ylabel(f"L[{seqlen - 1}, s]")
+    right.legend(loc="lower right", fontsize=8)
+    right.grid(True, alpha=0.3)
+    fig.tight_layout()
+    return fig

@@ -107,3 +107,41 @@ def _element_grid(ax, rows, cols):
         ax.plot([0, cols], [r, r], color="white", linewidth=0.5)
     for c in range(1, cols):
         ax.plot([c, c], [0, rows], color="white", linewidth=0.5)
+
+
+def block_tile(array_shape, tile_shape, block):
+    """What block ``(i, j)`` reads with ``ct.load(x, index=(i, j), shape=tile_shape)`` from a 2-D
+    array: the rows and columns of the array inside its tile (as ``range``s), and how many of
+    the tile's elements lie outside the array (filled by ``padding_mode``)."""
+    if len(array_shape) != 2 or len(tile_shape) != 2 or len(block) != 2:
+        raise ValueError(f"need a 2-D array shape, tile shape and block index, got "
+                         f"{array_shape}, {tile_shape} and {block}")
+    if min(*array_shape, *tile_shape) < 1:
+        raise ValueError(f"array_shape and tile_shape must be positive, got {array_shape} "
+                         f"and {tile_shape}")
+    grid = tile_grid_shape(array_shape, tile_shape)
+    if not all(0 <= b < g for b, g in zip(block, grid)):
+        raise ValueError(f"block must index the {grid} grid of tiles, got {block}")
+    rows, cols = (range(b * t, min((b + 1) * t, n))
+                  for b, t, n in zip(block, tile_shape, array_shape))
+    padding = tile_shape[0] * tile_shape[1] - len(rows) * len(cols)
+    return rows, cols, padding
+
+
+def plot_block_tile(array_shape, tile_shape, block):
+    """The array cut into tiles of ``tile_shape`` with only block ``(i, j)``'s tile in colour, and
+    the load it makes written out; returns the figure."""
+    rows, cols, padding = block_tile(array_shape, tile_shape, block)
+    grid = tile_grid_shape(array_shape, tile_shape)
+    fig, ax = plt.subplots(figsize=(7.5, 5.2), dpi=90)
+    plot_tile_grid(array_shape, tile_shape, ax=ax, highlight=[tuple(block)],
+                   label=lambda index: f"block\n{index}",
+                   title=f"array {tuple(array_shape)}, tiles {tuple(tile_shape)}: "
+                         f"a grid of {grid} blocks")
+    i, j = block
+    padded = f" + {padding} padding" if padding else ""
+    ax.set_xlabel(f"block ({i}, {j}): ct.load(x, index=({i}, {j}), shape={tuple(tile_shape)})\n"
+                  f"reads x[{rows.start}:{rows.stop}, {cols.start}:{cols.stop}]{padded}",
+                  fontsize=10)
+    fig.tight_layout()
+    return fig
