@@ -250,12 +250,13 @@ def package_examples():
 
 def _backward_examples():
     """The backward kernels: every input dtype, the three chunk sizes, dstate up to 256 and
-    padded headdim / dstate (never run, only compiled). float32 at chunk 64 only: its exact
-    float32 mma unrolls into code that takes ~2 minutes to compile per target at chunk 256."""
+    padded headdim / dstate (never run, only compiled); float32 (its own bwd_chunk kernel,
+    dstate in blocks) padded at chunk 64 and at chunk 256, dstate 256."""
     for dtype, chunk_size, headdim, dstate in [(torch.bfloat16, 64, 64, 64),
                                                (torch.float16, 128, 64, 256),
                                                (torch.bfloat16, 256, 64, 64),
-                                               (torch.float32, 64, 40, 48)]:
+                                               (torch.float32, 64, 40, 48),
+                                               (torch.float32, 256, 64, 256)]:
         batch, nheads, ngroups, nchunks = 1, 4, 2, 2
         seqlen = (nchunks - 1) * chunk_size + 3
         x = torch.zeros(batch, seqlen, nheads, headdim, dtype=dtype)

@@ -21,15 +21,22 @@ and ``L ∘ dy xᵀ`` live in registers between the two ``ct.mma`` that make and
 blocks above the diagonal are skipped. ``dB`` and ``dC`` are written per head, ``(b, l, h, n)``:
 the caller sums the heads of each group. The gradients through ``dA_cumsum`` follow from these
 (``ddt_j`` and ``dy_i · y_i``, see :mod:`mamba2_tile.autograd`). As in the forward kernels (and
-mamba_ssm), ``ct.mma`` operands are rounded to the input dtype (tensor cores for 16-bit inputs;
-float32 ``mma`` for float32 inputs, whose fully unrolled code would be far larger) and
-everything accumulates in float32.
+mamba_ssm), ``ct.mma`` operands are rounded to the input dtype (tensor cores for 16-bit inputs)
+and everything accumulates in float32.
+
+Float32 inputs run :func:`bwd_chunk_float32_kernel`: the same sums with float32's accuracy on
+tensor cores (three TF32 products per ``mma``, :mod:`mamba2_tile.kernels.split_tf32`), whose
+operands sit in registers, so it keeps no tile spanning the whole ``dstate``: row blocks of 32
+and dstate in blocks of 32 (:func:`bwd_chunk_tiles`). Compiled for sm_90 at chunk 64, headdim
+64, dstate 128 it is ~12,000 instructions without a spill; exact float32 ``mma`` in the 16-bit
+kernel's shape was ~111,000 instructions, 14,600 spill stores and 26,225 spill loads.
 """
 
 import torch
 
 from mamba2_tile.kernels.exp2 import LOG2E
 from mamba2_tile.kernels.launching import KernelLaunch, next_power_of_2
+from mamba2_tile.kernels.split_tf32 import split_mma
 from mamba2_tile.tile import ct
 
 
@@ -145,9 +152,166 @@ def bwd_chunk_kernel(
             ct.store(dC, (b, row_block, h, 0), ct.reshape(dC_i, (1, BLOCK_M, 1, DSTATE)))
 
 
-def bwd_chunk_block_m(chunk_size):
-    """Row blocks of 64 positions (at most the chunk)."""
-    return min(64, chunk_size)
+@ct.kernel
+def bwd_chunk_float32_kernel(
+    x, dt, dA_cumsum, B, C,          # as bwd_chunk_kernel, all float32
+    chunk_states, dstates, dy,
+    dx, ddt, dB, dC,
+    CHUNK_SIZE: ct.Constant[int],
+    BLOCK_M: ct.Constant[int],
+    BLOCK_N: ct.Constant[int],       # dstate columns per step
+    HEADDIM: ct.Constant[int],       # headdim padded to a power of two
+):
+    """:func:`bwd_chunk_kernel` for float32 inputs, with ``dstate`` in blocks of ``BLOCK_N``.
+
+    Its ``mma`` are three TF32 products each (:mod:`mamba2_tile.kernels.split_tf32`), whose
+    operands live in registers, so no tile spanning the whole ``dstate`` is kept: ``u`` sums
+    ``B_j Cᵢᵀ`` and ``B_j dhᵀ`` over the dstate blocks, and ``dB`` and ``dC`` are made one
+    dstate block at a time, recomputing the ``(BLOCK_M, BLOCK_M)`` pieces of ``dy xᵀ`` for each.
+    """
+    blocks_per_chunk = CHUNK_SIZE // BLOCK_M
+    n_blocks = (B.shape[3] + BLOCK_N - 1) // BLOCK_N
+    nchunks = dA_cumsum.shape[2]
+    b = ct.bid(0) // nchunks
+    c = ct.bid(0) % nchunks
+    h = ct.bid(1)
+    g = h // (x.shape[2] // B.shape[2])
+    seqlen = x.shape[1]
+    zero = ct.PaddingMode.ZERO
+    dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)),
+                         (1, 1)) * LOG2E
+
+    # dx and ddt: column blocks j, each summing over the row blocks i >= j.
+    for j in range(blocks_per_chunk):
+        col_block = c * blocks_per_chunk + j
+        if col_block * BLOCK_M < seqlen:
+            dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
+                              (BLOCK_M, 1)) * LOG2E
+            dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
+            x_j = ct.reshape(ct.load(x, (b, col_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
+                                     padding_mode=zero), (BLOCK_M, HEADDIM))
+            u = ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)
+            for n in range(n_blocks):
+                B_jn = ct.reshape(ct.load(B, (b, col_block, g, n), (1, BLOCK_M, 1, BLOCK_N),
+                                          padding_mode=zero), (BLOCK_M, BLOCK_N))
+                dh_n = ct.reshape(ct.load(dstates, (b, h, c, 0, n),
+                                          (1, 1, 1, HEADDIM, BLOCK_N), padding_mode=zero),
+                                  (HEADDIM, BLOCK_N))
+                u = split_mma(B_jn, ct.transpose(dh_n), u)
+            u = u * ct.exp2(dA_last - dA_j, flush_to_zero=True)
+            cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
+            for i in range(j, blocks_per_chunk):
+                row_block = c * blocks_per_chunk + i
+                if row_block * BLOCK_M < seqlen:
+                    scores_t = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
+                    for n in range(n_blocks):
+                        B_jn = ct.reshape(ct.load(B, (b, col_block, g, n),
+                                                  (1, BLOCK_M, 1, BLOCK_N), padding_mode=zero),
+                                          (BLOCK_M, BLOCK_N))
+                        C_in = ct.reshape(ct.load(C, (b, row_block, g, n),
+                                                  (1, BLOCK_M, 1, BLOCK_N), padding_mode=zero),
+                                          (BLOCK_M, BLOCK_N))
+                        scores_t = split_mma(B_jn, ct.transpose(C_in), scores_t)
+                    decay = _decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M)
+                    rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
+                                      (1, BLOCK_M))
+                    scores_t = ct.where(rows >= cols, scores_t * decay, 0.0)
+                    dy_i = ct.reshape(ct.load(dy, (b, row_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
+                                              padding_mode=zero), (BLOCK_M, HEADDIM))
+                    u = split_mma(scores_t, dy_i, u)
+            ct.store(dx, (b, col_block, h, 0), ct.reshape(u * dt_j, (1, BLOCK_M, 1, HEADDIM)))
+            ct.store(ddt, (b, h, c, j), ct.reshape(ct.sum(x_j * u, axis=1), (1, 1, 1, BLOCK_M)))
+
+    # dB: column blocks j and dstate blocks n, each summing over the row blocks i >= j.
+    for j in range(blocks_per_chunk):
+        col_block = c * blocks_per_chunk + j
+        if col_block * BLOCK_M < seqlen:
+            dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
+                              (BLOCK_M, 1)) * LOG2E
+            dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
+            x_j = ct.reshape(ct.load(x, (b, col_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
+                                     padding_mode=zero), (BLOCK_M, HEADDIM))
+            to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)
+            cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
+            for n in range(n_blocks):
+                dh_n = ct.reshape(ct.load(dstates, (b, h, c, 0, n),
+                                          (1, 1, 1, HEADDIM, BLOCK_N), padding_mode=zero),
+                                  (HEADDIM, BLOCK_N))
+                dB_jn = split_mma(x_j, dh_n, ct.zeros((BLOCK_M, BLOCK_N), dtype=ct.float32))
+                dB_jn = dB_jn * to_end
+                for i in range(j, blocks_per_chunk):
+                    row_block = c * blocks_per_chunk + i
+                    if row_block * BLOCK_M < seqlen:
+                        dy_i = ct.reshape(ct.load(dy, (b, row_block, h, 0),
+                                                  (1, BLOCK_M, 1, HEADDIM), padding_mode=zero),
+                                          (BLOCK_M, HEADDIM))
+                        dyx_t = split_mma(x_j, ct.transpose(dy_i),
+                                          ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
+                        rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
+                                          (1, BLOCK_M))
+                        decay = _decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M)
+                        dyx_t = ct.where(rows >= cols, dyx_t * decay, 0.0)
+                        C_in = ct.reshape(ct.load(C, (b, row_block, g, n),
+                                                  (1, BLOCK_M, 1, BLOCK_N), padding_mode=zero),
+                                          (BLOCK_M, BLOCK_N))
+                        dB_jn = split_mma(dyx_t, C_in, dB_jn)
+                ct.store(dB, (b, col_block, h, n), ct.reshape(dB_jn * dt_j,
+                                                              (1, BLOCK_M, 1, BLOCK_N)))
+
+    # dC: row blocks i and dstate blocks n, each summing over the column blocks j <= i.
+    for i in range(blocks_per_chunk):
+        row_block = c * blocks_per_chunk + i
+        if row_block * BLOCK_M < seqlen:
+            dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)),
+                              (BLOCK_M, 1)) * LOG2E
+            dy_i = ct.reshape(ct.load(dy, (b, row_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
+                                      padding_mode=zero), (BLOCK_M, HEADDIM))
+            rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
+            for n in range(n_blocks):
+                h_n = ct.reshape(ct.load(chunk_states, (b, h, c, 0, n),
+                                         (1, 1, 1, HEADDIM, BLOCK_N), padding_mode=zero),
+                                 (HEADDIM, BLOCK_N))
+                dC_in = split_mma(dy_i, h_n, ct.zeros((BLOCK_M, BLOCK_N), dtype=ct.float32))
+                dC_in = dC_in * ct.exp2(dA_i, flush_to_zero=True)
+                for j in range(i + 1):
+                    col_block = c * blocks_per_chunk + j
+                    dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
+                                      (1, BLOCK_M)) * LOG2E
+                    dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)),
+                                      (1, BLOCK_M))
+                    x_j = ct.reshape(ct.load(x, (b, col_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
+                                             padding_mode=zero), (BLOCK_M, HEADDIM))
+                    cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
+                                      (1, BLOCK_M))
+                    decay = ct.exp2(ct.minimum(dA_i - dA_j, 0.0, propagate_nan=True),
+                                    flush_to_zero=True)
+                    dyx = split_mma(dy_i, ct.transpose(x_j),
+                                    ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
+                    dyx = ct.where(rows >= cols, dyx * decay * dt_j, 0.0)
+                    B_jn = ct.reshape(ct.load(B, (b, col_block, g, n), (1, BLOCK_M, 1, BLOCK_N),
+                                              padding_mode=zero), (BLOCK_M, BLOCK_N))
+                    dC_in = split_mma(dyx, B_jn, dC_in)
+                ct.store(dC, (b, row_block, h, n), ct.reshape(dC_in, (1, BLOCK_M, 1, BLOCK_N)))
+
+
+@ct.function
+def _decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M):
+    """``(BLOCK_M, BLOCK_M)``: ``exp(dA_i - dA_j)`` at (j, i) for row block ``i``, ``dA_j``
+    (log2 units) a column; clamped to 1 above the diagonal, where it is masked anyway."""
+    dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)), (1, BLOCK_M)) * LOG2E
+    return ct.exp2(ct.minimum(dA_i - dA_j, 0.0, propagate_nan=True), flush_to_zero=True)
+
+
+FLOAT32_TILES = (32, 32)
+
+
+def bwd_chunk_tiles(dtype, chunk_size, dstate):
+    """``(block_m, block_n)``: row blocks of 64 positions (at most the chunk) and the whole
+    dstate (``block_n`` None) for 16-bit inputs; for float32, FLOAT32_TILES."""
+    if dtype == torch.float32:
+        block_m, block_n = FLOAT32_TILES
+        return min(block_m, chunk_size), min(block_n, next_power_of_2(dstate))
+    return min(64, chunk_size), None
 
 
 def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy):
@@ -164,10 +328,14 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy):
     dB = torch.empty(batch, seqlen, nheads, dstate, dtype=torch.float32, device=x.device)
     dC = torch.empty_like(dB)
     grid = (batch * nchunks, nheads, 1)
-    args = (x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, dx, ddt, dB, dC,
-            chunk_size, bwd_chunk_block_m(chunk_size), next_power_of_2(headdim),
-            next_power_of_2(dstate))
-    return KernelLaunch(grid, bwd_chunk_kernel, args), (dx, ddt, dB, dC)
+    outputs = (dx, ddt, dB, dC)
+    block_m, block_n = bwd_chunk_tiles(x.dtype, chunk_size, dstate)
+    args = (x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, *outputs, chunk_size, block_m)
+    if block_n is None:
+        args += (next_power_of_2(headdim), next_power_of_2(dstate))
+        return KernelLaunch(grid, bwd_chunk_kernel, args), outputs
+    args += (block_n, next_power_of_2(headdim))
+    return KernelLaunch(grid, bwd_chunk_float32_kernel, args), outputs
 
 
 def bwd_chunk(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy):

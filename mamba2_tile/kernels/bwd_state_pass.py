@@ -16,13 +16,17 @@ the gradient of the state *leaving* chunk ``c`` (``dh_{c+1}``, what the per-chun
 
 ``dy`` here is the gradient of the scan's output before the skip and the gate (float32, the
 gate's chain rule applied by the caller); the ``mma`` operands are rounded to the dtype of ``C``,
-the state gradient accumulates in float32.
+the state gradient accumulates in float32. Float32 operands are multiplied as three TF32 products
+(:mod:`mamba2_tile.kernels.split_tf32`): float32's accuracy on tensor cores, where the exact
+float32 ``mma`` unrolled into scalar code that spilled (sm_90, chunk 256, 64 x 64 tile: 37,960
+instructions, 5,680 spill stores, 9,786 spill loads; now 3,344 instructions and none).
 """
 
 import torch
 
 from mamba2_tile.kernels.exp2 import LOG2E
 from mamba2_tile.kernels.launching import KernelLaunch, cdiv, next_power_of_2
+from mamba2_tile.kernels.split_tf32 import split_mma
 from mamba2_tile.tile import ct
 
 
@@ -62,15 +66,19 @@ def bwd_state_pass_kernel(
         C_c = ct.reshape(C_c, (CHUNK_SIZE, BLOCK_N))
         # Rounded to the dtype of C for the mma (tensor cores for 16-bit inputs), as the forward.
         dy_read = (dy_c * ct.exp2(dA, flush_to_zero=True)).astype(C.dtype)
-        dstate = ct.mma(ct.transpose(dy_read), C_c,
+        dstate = split_mma(ct.transpose(dy_read), C_c,
                         dstate * ct.exp2(dA_last, flush_to_zero=True))
     ct.store(dinitial_states, (b, h, p_tile, n_tile),
              ct.reshape(dstate, (1, 1, BLOCK_P, BLOCK_N)))
 
 
-def bwd_state_pass_tiles(headdim, dstate):
-    """``(block_p, block_n)``: 64 x 64, shrunk to the next power of two of smaller sizes."""
-    return min(next_power_of_2(headdim), 64), min(next_power_of_2(dstate), 64)
+def bwd_state_pass_tiles(headdim, dstate, dtype):
+    """``(block_p, block_n)``: 64 x 64, shrunk to the next power of two of smaller sizes; for
+    float32 inputs 64 x 32: their ``mma`` splits both operands in two (kernels/split_tf32.py),
+    and at chunk 256 a 64-wide dstate tile spills (sm_90: 13 spill stores, 26 loads; none at
+    32)."""
+    block_n = 32 if dtype == torch.float32 else 64
+    return min(next_power_of_2(headdim), 64), min(next_power_of_2(dstate), block_n)
 
 
 def bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states):
@@ -84,7 +92,7 @@ def bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states):
                           device=dy.device)
     dinitial_states = torch.empty(batch, nheads, headdim, dstate, dtype=torch.float32,
                                   device=dy.device)
-    block_p, block_n = bwd_state_pass_tiles(headdim, dstate)
+    block_p, block_n = bwd_state_pass_tiles(headdim, dstate, C.dtype)
     grid = (batch * nheads, cdiv(headdim, block_p), cdiv(dstate, block_n))
     args = (dy, C, dA_cumsum, dfinal_states, dstates, dinitial_states,
             chunk_size, block_p, block_n)

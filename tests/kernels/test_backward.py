@@ -31,6 +31,13 @@ def test_head_skip_gate_group_of_two_long_chunk():
                dt_bias=True, dt_softplus=True, seed=5), chunk_size=128)
 
 
+def test_float32_dstate_in_blocks_partial_last():
+    # float32 runs dstate in blocks (bwd_chunk_tiles): 72 is three, the last partial, and the
+    # chunk holds two row blocks.
+    check(Case(seqlen=150, nheads=2, headdim=8, dstate=72, D="head", z=True,
+               initial_states=True, seed=11))
+
+
 def test_without_final_states_gradient():
     check(Case(seqlen=70, nheads=2, headdim=4, dstate=8, initial_states=True, seed=6),
           with_final=False)
