@@ -299,21 +299,21 @@ def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bia
 def _forward_with_grad(tensors, chunk_size, seq_idx, dt_softplus, dt_limit, return_final_states,
                        return_varlen_states, options):
     """The forward pass through :class:`mamba2_tile.autograd.SSDFunction`: the same kernels
-    (``options``), differentiable in every tensor argument, ``final_states`` included."""
-    needing = [name for name, t in zip(TENSOR_ARGUMENTS, tensors)
-               if t is not None and t.requires_grad]
-    for name, unsupported in (("seq_idx", seq_idx is not None),
-                              ("return_varlen_states", return_varlen_states)):
-        if unsupported:
-            raise NotImplementedError(
-                f"{name} has no backward pass yet: call without it, or with no argument "
-                f"requiring a gradient (these do: {', '.join(needing)})")
+    (``options``), differentiable in every tensor argument, ``final_states`` included, packed
+    sequences (``seq_idx``) too."""
+    if return_varlen_states:
+        needing = [name for name, t in zip(TENSOR_ARGUMENTS, tensors)
+                   if t is not None and t.requires_grad]
+        raise NotImplementedError(
+            f"return_varlen_states has no backward pass yet (seq_idx has one): call without "
+            f"it, or with no argument requiring a gradient (these do: {', '.join(needing)})")
 
     def run_forward(x, dt, A, B, C, D, z, dt_bias, initial_states):
-        return _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, None, None,
-                        dt_softplus, dt_limit, True, False, options)
+        return _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx,
+                        None, dt_softplus, dt_limit, True, False, options)
 
-    settings = dict(chunk_size=chunk_size, dt_softplus=dt_softplus, dt_limit=dt_limit)
+    settings = dict(chunk_size=chunk_size, dt_softplus=dt_softplus, dt_limit=dt_limit,
+                    seq_idx=seq_idx)
     y, final_states = SSDFunction.apply(run_forward, settings, *tensors)
     return (y, final_states) if return_final_states else y
 

@@ -17,22 +17,32 @@ the gradient of the state *leaving* chunk ``c`` (``dh_{c+1}``, what the per-chun
 ``dy`` here is the gradient of the scan's output before the skip and the gate (float32, the
 gate's chain rule applied by the caller); the ``mma`` operands are rounded to the dtype of ``C``,
 the state gradient accumulates in float32.
+
+Packed sequences (``HAS_SEQ_IDX``, :mod:`mamba2_tile.kernels.packing`): the forward's masks,
+transposed. A row reads the entering state only if it is of that state's sequence, so only such
+rows send their ``dy`` back into it; the entering state survives the jump only if the chunk's
+last token is of its sequence, so only then does ``dh_{c+1}`` flow back into ``dh_c``. No
+gradient crosses a boundary, and ``dinitial_states`` is zero for a row whose ``seq_idx`` does not
+start at 0. Without ``seq_idx`` the masks are not compiled at all.
 """
 
 import torch
 
 from mamba2_tile.kernels.exp2 import LOG2E
-from mamba2_tile.kernels.launching import KernelLaunch, cdiv, next_power_of_2
+from mamba2_tile.kernels.launching import KernelLaunch, cdiv, next_power_of_2, seq_placeholder
+from mamba2_tile.kernels.packing import last_seq, rows_seq, seq_before
 from mamba2_tile.tile import ct
 
 
 @ct.kernel
 def bwd_state_pass_kernel(
     dy, C, dA_cumsum, dfinal_states,   # (b, l, h, p) f32, (b, l, g, n), (b, h, c, s), (b, h, p, n)
+    seq_idx,                           # (b, l) int32: packed sequences
     dstates, dinitial_states,          # out: (b, h, c, p, n) f32, (b, h, p, n) f32
     CHUNK_SIZE: ct.Constant[int],
     BLOCK_P: ct.Constant[int],
     BLOCK_N: ct.Constant[int],
+    HAS_SEQ_IDX: ct.Constant[bool],    # no gradient across a seq_idx change
 ):
     nheads = dy.shape[2]
     b = ct.bid(0) // nheads
@@ -60,10 +70,17 @@ def bwd_state_pass_kernel(
         dy_c = ct.reshape(dy_c, (CHUNK_SIZE, BLOCK_P)).astype(ct.float32)
         C_c = ct.load(C, (b, c, g, n_tile), (1, CHUNK_SIZE, 1, BLOCK_N), padding_mode=zero)
         C_c = ct.reshape(C_c, (CHUNK_SIZE, BLOCK_N))
+        read_out = ct.exp2(dA, flush_to_zero=True)                        # (CHUNK_SIZE, 1)
+        chunk_decay = ct.exp2(dA_last, flush_to_zero=True)
+        if HAS_SEQ_IDX:
+            # The forward's masks (packing.py), read the other way round.
+            seq_c = rows_seq(seq_idx, b, c, CHUNK_SIZE)
+            seq_enter = seq_before(seq_idx, b, c * CHUNK_SIZE)
+            read_out = ct.where(seq_c == seq_enter, read_out, 0.0)
+            chunk_decay = ct.where(last_seq(seq_c) == seq_enter, chunk_decay, 0.0)
         # Rounded to the dtype of C for the mma (tensor cores for 16-bit inputs), as the forward.
-        dy_read = (dy_c * ct.exp2(dA, flush_to_zero=True)).astype(C.dtype)
-        dstate = ct.mma(ct.transpose(dy_read), C_c,
-                        dstate * ct.exp2(dA_last, flush_to_zero=True))
+        dy_read = (dy_c * read_out).astype(C.dtype)
+        dstate = ct.mma(ct.transpose(dy_read), C_c, dstate * chunk_decay)
     ct.store(dinitial_states, (b, h, p_tile, n_tile),
              ct.reshape(dstate, (1, 1, BLOCK_P, BLOCK_N)))
 
@@ -73,10 +90,11 @@ def bwd_state_pass_tiles(headdim, dstate):
     return min(next_power_of_2(headdim), 64), min(next_power_of_2(dstate), 64)
 
 
-def bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states):
+def bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states, seq_idx=None):
     """Allocate the outputs and plan the launch; returns
     ``(KernelLaunch, (dstates, dinitial_states))``, both float32: ``dstates`` (b, h, c, p, n)
-    the gradient of the state leaving each chunk, ``dinitial_states`` (b, h, p, n)."""
+    the gradient of the state leaving each chunk, ``dinitial_states`` (b, h, p, n).
+    ``seq_idx`` (b, l) int32: packed sequences (module doc)."""
     batch, _, nheads, headdim = dy.shape
     dstate = C.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
@@ -86,13 +104,14 @@ def bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states):
                                   device=dy.device)
     block_p, block_n = bwd_state_pass_tiles(headdim, dstate)
     grid = (batch * nheads, cdiv(headdim, block_p), cdiv(dstate, block_n))
-    args = (dy, C, dA_cumsum, dfinal_states, dstates, dinitial_states,
-            chunk_size, block_p, block_n)
+    args = (dy, C, dA_cumsum, dfinal_states,
+            seq_placeholder(dy) if seq_idx is None else seq_idx, dstates, dinitial_states,
+            chunk_size, block_p, block_n, seq_idx is not None)
     return KernelLaunch(grid, bwd_state_pass_kernel, args), (dstates, dinitial_states)
 
 
-def bwd_state_pass(dy, C, dA_cumsum, dfinal_states):
+def bwd_state_pass(dy, C, dA_cumsum, dfinal_states, seq_idx=None):
     """Run the backward state pass; returns ``(dstates, dinitial_states)``."""
-    launch, outputs = bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states)
+    launch, outputs = bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states, seq_idx)
     launch.run()
     return outputs
