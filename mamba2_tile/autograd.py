@@ -91,6 +91,34 @@ def _scan_output(x, dt_chunks, dA_cumsum, B, C, chunk_states, seq_idx=None):
     return y_ssd
 
 
+def _packed_step_gradient(to_end, whole_chunk, seq_idx, chunk_size):
+    """The gradient of each token's step ``dt_k A`` with packed sequences: the running sum
+    ``to_end`` (b, h, c, s) of ``dA_cumsum``'s gradient cut at the end of the token's sequence,
+    plus the whole chunk's term (b, h, c) for tokens of the chunk's last sequence only.
+
+    The running sum over a whole chunk is the same in exact arithmetic (the later sequences'
+    terms add up to zero: their outputs depend on differences of ``dA_cumsum`` inside them
+    alone), but in 16-bit inputs each term carries its own rounding, and the residue of the
+    later sequences' sum would land on the token's gradient. Cutting it, ``to_end[k] -
+    to_end[end of k's sequence]``, drops those terms as computed: the same values in both.
+    """
+    batch, seqlen = seq_idx.shape
+    # Past seqlen: the last token's sequence, as the kernels' last_seq sees it.
+    seq = torch.cat([seq_idx, seq_idx[:, -1:].expand(batch, -seqlen % chunk_size)], dim=1)
+    seq = seq.reshape(batch, -1, chunk_size)                                # (b, c, s)
+    position = torch.arange(chunk_size, device=seq.device)
+    # The first position of the next sequence in the chunk (chunk_size if none): the smallest
+    # position after k where seq_idx changes.
+    starts = torch.where(seq[..., 1:] != seq[..., :-1], position[1:], chunk_size)
+    starts = torch.cat([starts, starts.new_full((batch, starts.shape[1], 1), chunk_size)], -1)
+    end = starts.flip(-1).cummin(-1).values.flip(-1)                        # (b, c, s)
+    padded = F.pad(to_end, (0, 1))                                          # to_end[s] = 0
+    index = end[:, None].expand(-1, to_end.shape[1], -1, -1)
+    d_step = to_end - padded.gather(-1, index)
+    in_last = (seq == seq[..., -1:])[:, None]                               # (b, 1, c, s)
+    return d_step + torch.where(in_last, whole_chunk[..., None], 0.0)
+
+
 def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, dt_softplus,
                  dt_limit, dy, dfinal_states, needs=(True,) * 9, seq_idx=None):
     """The gradients of ``(y, final_states)`` for output gradients ``dy`` and ``dfinal_states``
@@ -135,7 +163,11 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
     states_after = torch.cat([chunk_states[:, :, 1:], final_states[:, :, None]], dim=2)
     whole_chunk = (dstates * states_after).sum((-2, -1))                   # (b, h, c)
     d_dA_cumsum = _to_chunks((dy * y_ssd).sum(-1), chunk_size) - dt_chunks * ddt_chunks
-    d_step = d_dA_cumsum.flip(-1).cumsum(-1).flip(-1) + whole_chunk[..., None]
+    to_end = d_dA_cumsum.flip(-1).cumsum(-1).flip(-1)
+    if seq_idx is None:
+        d_step = to_end + whole_chunk[..., None]
+    else:
+        d_step = _packed_step_gradient(to_end, whole_chunk, seq_idx, chunk_size)
     A32 = A.float()[None, :, None, None]
     # chunk_cumsum floors each step dt * A at DA_STEP_MIN: no gradient where floored.
     d_step = torch.where(dt_chunks * A32 < DA_STEP_MIN, 0.0, d_step)

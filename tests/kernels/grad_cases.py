@@ -46,7 +46,7 @@ def recurrence(x, dt, A, B, C, D=None, z=None, dt_bias=None, initial_states=None
 
 def gradients(case, chunk_size, with_final=True, seed=1, device="cpu", seq_idx=None):
     """Gradients of one random loss, from the kernels and from the float64 recurrence;
-    ``seq_idx`` (batch, seqlen) int32 on the CPU, or None."""
+    ``seq_idx`` (batch, seqlen) int32 (moved to ``device``), or None."""
     t = make_case(case, device)
     generator = torch.Generator().manual_seed(seed)
     out_y = torch.randn(t["x"].shape, generator=generator, dtype=torch.float64).to(device)
@@ -58,7 +58,9 @@ def gradients(case, chunk_size, with_final=True, seed=1, device="cpu", seq_idx=N
         return value + (final_states.double() * out_final).sum() if with_final else value
 
     leaves = {k: v.clone().requires_grad_() for k, v in t.items()}
-    packing = {} if seq_idx is None else dict(seq_idx=seq_idx.to(device))
+    if seq_idx is not None:
+        seq_idx = seq_idx.to(device)
+    packing = {} if seq_idx is None else dict(seq_idx=seq_idx)
     y, final_states = mamba_chunk_scan_combined(chunk_size=chunk_size, return_final_states=True,
                                                 **leaves, **api_kwargs(case), **packing)
     loss(y, final_states).backward()
