@@ -260,7 +260,8 @@ def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bia
             it changes, so no token sees another sequence; ``initial_states`` belongs to
             sequence 0 (a row whose ``seq_idx`` starts above 0 starts from zero), as in
             mamba_ssm. Every path of :mod:`mamba2_tile.kernels.plan` takes it: the kernels read
-            it once per row block and mask (:mod:`mamba2_tile.kernels.packing`).
+            it once per row block and mask (:mod:`mamba2_tile.kernels.packing`), the backward
+            kernels too (:mod:`mamba2_tile.autograd`).
         cu_seqlens: optional (num_sequences + 1,) int32 / int64, the sequences' boundaries in
             the one packed row (batch 1): ``0 = cu_seqlens[0] < cu_seqlens[1] < ... = l``,
             rising exactly where ``seq_idx`` changes. Used only with ``return_varlen_states``
@@ -270,6 +271,8 @@ def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bia
             scalars too), ``min <= max``.
         return_final_states: also return the state after the last token (a bool).
         return_varlen_states: also return the state after each sequence's last token (a bool).
+            It has no backward pass yet: with a tensor requiring a gradient it raises
+            ``NotImplementedError``.
 
     The values of ``seq_idx`` and ``cu_seqlens`` are checked on their device, which costs one
     synchronisation (skipped while a CUDA graph is captured: see :func:`_check_packing_values`).
