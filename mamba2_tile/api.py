@@ -260,7 +260,8 @@ def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bia
             it changes, so no token sees another sequence; ``initial_states`` belongs to
             sequence 0 (a row whose ``seq_idx`` starts above 0 starts from zero), as in
             mamba_ssm. Every path of :mod:`mamba2_tile.kernels.plan` takes it: the kernels read
-            it once per row block and mask (:mod:`mamba2_tile.kernels.packing`).
+            it once per row block and mask (:mod:`mamba2_tile.kernels.packing`), the backward
+            kernels too (:mod:`mamba2_tile.autograd`).
         cu_seqlens: optional (num_sequences + 1,) int32 / int64, the sequences' boundaries in
             the one packed row (batch 1): ``0 = cu_seqlens[0] < cu_seqlens[1] < ... = l``,
             rising exactly where ``seq_idx`` changes. Used only with ``return_varlen_states``
@@ -270,6 +271,8 @@ def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bia
             scalars too), ``min <= max``.
         return_final_states: also return the state after the last token (a bool).
         return_varlen_states: also return the state after each sequence's last token (a bool).
+            It has no backward pass yet: with a tensor requiring a gradient it raises
+            ``NotImplementedError``.
 
     The values of ``seq_idx`` and ``cu_seqlens`` are checked on their device, which costs one
     synchronisation (skipped while a CUDA graph is captured: see :func:`_check_packing_values`).
@@ -299,21 +302,21 @@ def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bia
 def _forward_with_grad(tensors, chunk_size, seq_idx, dt_softplus, dt_limit, return_final_states,
                        return_varlen_states, options):
     """The forward pass through :class:`mamba2_tile.autograd.SSDFunction`: the same kernels
-    (``options``), differentiable in every tensor argument, ``final_states`` included."""
-    needing = [name for name, t in zip(TENSOR_ARGUMENTS, tensors)
-               if t is not None and t.requires_grad]
-    for name, unsupported in (("seq_idx", seq_idx is not None),
-                              ("return_varlen_states", return_varlen_states)):
-        if unsupported:
-            raise NotImplementedError(
-                f"{name} has no backward pass yet: call without it, or with no argument "
-                f"requiring a gradient (these do: {', '.join(needing)})")
+    (``options``), differentiable in every tensor argument, ``final_states`` included, packed
+    sequences (``seq_idx``) too."""
+    if return_varlen_states:
+        needing = [name for name, t in zip(TENSOR_ARGUMENTS, tensors)
+                   if t is not None and t.requires_grad]
+        raise NotImplementedError(
+            f"return_varlen_states has no backward pass yet (seq_idx has one): call without "
+            f"it, or with no argument requiring a gradient (these do: {', '.join(needing)})")
 
     def run_forward(x, dt, A, B, C, D, z, dt_bias, initial_states):
-        return _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, None, None,
-                        dt_softplus, dt_limit, True, False, options)
+        return _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx,
+                        None, dt_softplus, dt_limit, True, False, options)
 
-    settings = dict(chunk_size=chunk_size, dt_softplus=dt_softplus, dt_limit=dt_limit)
+    settings = dict(chunk_size=chunk_size, dt_softplus=dt_softplus, dt_limit=dt_limit,
+                    seq_idx=seq_idx)
     y, final_states = SSDFunction.apply(run_forward, settings, *tensors)
     return (y, final_states) if return_final_states else y
 

@@ -22,8 +22,15 @@ and runs the backward kernels:
    (no gradient where clamped), the softplus and ``dt_bias``.
 
 Steps 2 and 5 are elementwise work and sums in PyTorch (on the tensors' device); the work that
-grows with ``chunk_size x dstate`` runs in the cuTile kernels. Packed sequences (``seq_idx``) and
-``return_varlen_states`` have no backward yet: the API refuses them when a gradient is needed.
+grows with ``chunk_size x dstate`` runs in the cuTile kernels.
+
+Packed sequences (``seq_idx``): steps 1, 3 and 4 run the kernels with the forward's masks (no
+state gradient crosses a boundary, no in-chunk pair across one), and step 5 holds unchanged.
+Every term of ``y_ssd`` and of the state leaving a chunk is a masked ``m exp(·)`` of
+``dA_cumsum`` differences, so ``dy_k · y_ssd_k``, ``dt_k ddt_k`` and ``<dh_{c+1}, h_{c+1}>``,
+computed from the masked quantities, are still its gradient; the running sum over the chunk
+only adds up ``dA_cumsum``'s chain rule, and terms of another sequence cancel in it.
+``return_varlen_states`` has no backward yet: the API refuses it when a gradient is needed.
 """
 
 import torch
@@ -73,10 +80,10 @@ def _from_chunks(t, seqlen):
     return t.permute(0, 2, 3, 1).reshape(b, c * s, h)[:, :seqlen]
 
 
-def _scan_output(x, dt_chunks, dA_cumsum, B, C, chunk_states):
+def _scan_output(x, dt_chunks, dA_cumsum, B, C, chunk_states, seq_idx=None):
     """``compute_out`` without skip and gate, stored in float32 (its tiles are float32 until
     the store, whatever the dtype of ``x``)."""
-    launch, _ = compute_out_launch(x, dt_chunks, dA_cumsum, B, C, chunk_states)
+    launch, _ = compute_out_launch(x, dt_chunks, dA_cumsum, B, C, chunk_states, seq_idx=seq_idx)
     y_ssd = torch.empty(x.shape, dtype=torch.float32, device=x.device)
     args = launch.named_args()
     args["y"] = y_ssd
@@ -84,17 +91,47 @@ def _scan_output(x, dt_chunks, dA_cumsum, B, C, chunk_states):
     return y_ssd
 
 
+def _packed_step_gradient(to_end, whole_chunk, seq_idx, chunk_size):
+    """The gradient of each token's step ``dt_k A`` with packed sequences: the running sum
+    ``to_end`` (b, h, c, s) of ``dA_cumsum``'s gradient cut at the end of the token's sequence,
+    plus the whole chunk's term (b, h, c) for tokens of the chunk's last sequence only.
+
+    The running sum over a whole chunk is the same in exact arithmetic (the later sequences'
+    terms add up to zero: their outputs depend on differences of ``dA_cumsum`` inside them
+    alone), but in 16-bit inputs each term carries its own rounding, and the residue of the
+    later sequences' sum would land on the token's gradient. Cutting it, ``to_end[k] -
+    to_end[end of k's sequence]``, drops those terms as computed: the same values in both.
+    """
+    batch, seqlen = seq_idx.shape
+    # Past seqlen: the last token's sequence, as the kernels' last_seq sees it.
+    seq = torch.cat([seq_idx, seq_idx[:, -1:].expand(batch, -seqlen % chunk_size)], dim=1)
+    seq = seq.reshape(batch, -1, chunk_size)                                # (b, c, s)
+    position = torch.arange(chunk_size, device=seq.device)
+    # The first position of the next sequence in the chunk (chunk_size if none): the smallest
+    # position after k where seq_idx changes.
+    starts = torch.where(seq[..., 1:] != seq[..., :-1], position[1:], chunk_size)
+    starts = torch.cat([starts, starts.new_full((batch, starts.shape[1], 1), chunk_size)], -1)
+    end = starts.flip(-1).cummin(-1).values.flip(-1)                        # (b, c, s)
+    padded = F.pad(to_end, (0, 1))                                          # to_end[s] = 0
+    index = end[:, None].expand(-1, to_end.shape[1], -1, -1)
+    d_step = to_end - padded.gather(-1, index)
+    in_last = (seq == seq[..., -1:])[:, None]                               # (b, 1, c, s)
+    return d_step + torch.where(in_last, whole_chunk[..., None], 0.0)
+
+
 def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, dt_softplus,
-                 dt_limit, dy, dfinal_states, needs=(True,) * 9):
+                 dt_limit, dy, dfinal_states, needs=(True,) * 9, seq_idx=None):
     """The gradients of ``(y, final_states)`` for output gradients ``dy`` and ``dfinal_states``
     (either may be ``None``: zero); returns one gradient per :data:`TENSOR_ARGUMENTS` entry, in
-    that input's dtype, ``None`` for an absent input or one whose ``needs`` entry is False."""
+    that input's dtype, ``None`` for an absent input or one whose ``needs`` entry is False.
+    ``seq_idx`` (b, l) int32: the packing of the forward call (module doc)."""
     batch, seqlen, nheads, headdim = x.shape
     ngroups, dstate = B.shape[2], B.shape[3]
     dA_cumsum, dt_chunks = chunk_cumsum(dt, A, chunk_size, dt_bias=dt_bias,
                                         dt_softplus=dt_softplus, dt_limit=tuple(dt_limit))
-    chunk_states, final_states = fwd_pass_state(x, B, dt_chunks, dA_cumsum, initial_states)
-    y_ssd = _scan_output(x, dt_chunks, dA_cumsum, B, C, chunk_states)
+    chunk_states, final_states = fwd_pass_state(x, B, dt_chunks, dA_cumsum, initial_states,
+                                                seq_idx=seq_idx)
+    y_ssd = _scan_output(x, dt_chunks, dA_cumsum, B, C, chunk_states, seq_idx)
 
     x32 = x.float()
     dy = torch.zeros_like(y_ssd) if dy is None else dy.float()
@@ -114,9 +151,9 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
         if D.dim() == 1:
             dD = dD.sum(-1)
 
-    dstates, dinitial_states = bwd_state_pass(dy, C, dA_cumsum, dfinal_states.float())
+    dstates, dinitial_states = bwd_state_pass(dy, C, dA_cumsum, dfinal_states.float(), seq_idx)
     dx, ddt_chunks, dB_heads, dC_heads = bwd_chunk(x, dt_chunks, dA_cumsum, B, C, chunk_states,
-                                                   dstates, dy)
+                                                   dstates, dy, seq_idx)
     if D is not None:
         dx = dx + dy * D_full
     dB = dB_heads.view(batch, seqlen, ngroups, nheads // ngroups, dstate).sum(3)
@@ -126,7 +163,11 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
     states_after = torch.cat([chunk_states[:, :, 1:], final_states[:, :, None]], dim=2)
     whole_chunk = (dstates * states_after).sum((-2, -1))                   # (b, h, c)
     d_dA_cumsum = _to_chunks((dy * y_ssd).sum(-1), chunk_size) - dt_chunks * ddt_chunks
-    d_step = d_dA_cumsum.flip(-1).cumsum(-1).flip(-1) + whole_chunk[..., None]
+    to_end = d_dA_cumsum.flip(-1).cumsum(-1).flip(-1)
+    if seq_idx is None:
+        d_step = to_end + whole_chunk[..., None]
+    else:
+        d_step = _packed_step_gradient(to_end, whole_chunk, seq_idx, chunk_size)
     A32 = A.float()[None, :, None, None]
     # chunk_cumsum floors each step dt * A at DA_STEP_MIN: no gradient where floored.
     d_step = torch.where(dt_chunks * A32 < DA_STEP_MIN, 0.0, d_step)

@@ -250,8 +250,9 @@ def package_examples():
 
 def _backward_examples():
     """The backward kernels: every input dtype, the three chunk sizes, dstate up to 256 and
-    padded headdim / dstate (never run, only compiled); float32 (its own bwd_chunk kernel,
-    dstate in blocks) padded at chunk 64 and at chunk 256, dstate 256."""
+    padded headdim / dstate, packed (``seq_idx``) at chunk 64 and 128 (never run, only
+    compiled); float32 (its own bwd_chunk kernel, dstate in blocks) padded at chunk 64, packed
+    there too, and at chunk 256, dstate 256."""
     for dtype, chunk_size, headdim, dstate in [(torch.bfloat16, 64, 64, 64),
                                                (torch.float16, 128, 64, 256),
                                                (torch.bfloat16, 256, 64, 64),
@@ -264,11 +265,17 @@ def _backward_examples():
         dA_cumsum = torch.zeros(batch, nheads, nchunks, chunk_size)
         dy = torch.zeros(x.shape)
         states = torch.zeros(batch, nheads, nchunks, headdim, dstate)
-        passing, _ = bwd_state_pass_launch(dy, B, dA_cumsum, states[:, :, 0])
-        chunk, _ = bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), states, states, dy)
         tag = f"{str(dtype).removeprefix('torch.')}-chunk{chunk_size}-p{headdim}-n{dstate}"
-        for name, launch in [("bwd_state_pass", passing), ("bwd_chunk", chunk)]:
-            yield f"{name}[{tag}]", launch.kernel, launch.args
+        # Packed sequences (the seq_idx masks compiled in) below chunk 256.
+        packings = [None] + ([torch.zeros(batch, seqlen, dtype=torch.int32)]
+                             if chunk_size < 256 else [])
+        for seq_idx in packings:
+            passing, _ = bwd_state_pass_launch(dy, B, dA_cumsum, states[:, :, 0], seq_idx)
+            chunk, _ = bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), states, states,
+                                        dy, seq_idx)
+            suffix = "" if seq_idx is None else "-packed"
+            for name, launch in [("bwd_state_pass", passing), ("bwd_chunk", chunk)]:
+                yield f"{name}[{tag}{suffix}]", launch.kernel, launch.args
 
 
 def _decode_examples():

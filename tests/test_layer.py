@@ -202,16 +202,71 @@ def test_backward_matches_autograd_through_the_torch_baseline(name, monkeypatch)
         assert_close(ours[parameter], grad, TOL, f"{name}: d {parameter}")
 
 
-def test_packed_backward_raises_rather_than_leaving_gradients_out():
-    """Packed sequences have no backward pass yet: the forward runs, a backward through it
-    raises, where gradients would otherwise silently skip the SSM."""
+def scan_recurrence_float64(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None,
+                            initial_states=None, seq_idx=None, cu_seqlens=None,
+                            dt_softplus=False, dt_limit=(0.0, float("inf")),
+                            return_final_states=False, return_varlen_states=False):
+    """The scan token by token in float64 under autograd, the state reset where ``seq_idx``
+    changes: an independent scan whose gradients torch derives, for the packed backward test
+    (``y`` only)."""
+    assert initial_states is None and not return_final_states and not return_varlen_states
+    out_dtype = x.dtype
+    x, dt, A, B, C = (t.double() for t in (x, dt, A, B, C))
+    heads_per_group = x.shape[2] // B.shape[2]
+    B, C = (t.repeat_interleave(heads_per_group, dim=2) for t in (B, C))
+    dt = dt + dt_bias.double() if dt_bias is not None else dt
+    dt = (torch.where(dt <= 20.0, F.softplus(dt), dt) if dt_softplus else dt).clamp(*dt_limit)
+    state = x.new_zeros(x.shape[0], x.shape[2], x.shape[3], B.shape[3])
+    ys = []
+    for t in range(x.shape[1]):
+        keep = torch.ones(x.shape[0], dtype=torch.float64) if seq_idx is None or t == 0 else \
+            (seq_idx[:, t] == seq_idx[:, t - 1]).double()
+        decay = torch.exp(dt[:, t] * A) * keep[:, None]
+        state = (decay[..., None, None] * state
+                 + (dt[:, t, :, None] * x[:, t])[..., None] * B[:, t, :, None, :])
+        ys.append(torch.einsum("bhpn,bhn->bhp", state, C[:, t]))
+    y = torch.stack(ys, dim=1)
+    if D is not None:
+        y = y + x * (D.double()[:, None] if D.dim() == 1 else D.double())
+    if z is not None:
+        y = y * F.silu(z.double())
+    return y.to(out_dtype)
+
+
+@pytest.mark.parametrize("name", ["plain", "ngroups", "no_rmsnorm"])
+def test_packed_backward_matches_autograd_through_a_float64_recurrence(name, monkeypatch):
+    """With seq_idx (sequences of 1, 29, 1 and 39 tokens in one row, then 70 in a row that
+    starts at sequence 3): every parameter's gradient and the input's through the cuTile
+    backward kernels, against the same layer with the scan a float64 recurrence with resets."""
+    layer = make_layer(**CONFIGS[name])
+    u = inputs(2, 70, layer.d_model).requires_grad_()
+    seq_idx = torch.tensor([[0] + [1] * 29 + [2] + [3] * 39, [3] * 70], dtype=torch.int32)
+    target = torch.randn(2, 70, layer.d_model, generator=torch.Generator().manual_seed(3))
+
+    def gradients():
+        layer.zero_grad()
+        u.grad = None
+        (layer(u, seq_idx=seq_idx) * target).sum().backward()
+        return {"u": u.grad.clone(), **{n: p.grad.clone() for n, p in layer.named_parameters()}}
+
+    ours = gradients()
+    monkeypatch.setattr(mamba2_tile.layer, "mamba_chunk_scan_combined", scan_recurrence_float64)
+    expected = gradients()
+    for parameter, grad in expected.items():
+        assert_close(ours[parameter], grad, TOL, f"{name} packed: d {parameter}")
+
+
+def test_packed_prefill_with_cu_seqlens_backward_raises_rather_than_leaving_gradients_out():
+    """A packed prefill filling one cache row per sequence needs the scan's varlen states,
+    which have no backward pass yet: the forward runs, a backward through it raises, where
+    gradients would otherwise silently skip the SSM."""
     layer = make_layer(**CONFIGS["plain"])
     seq_idx = torch.tensor([[0] * 30 + [1] * 40], dtype=torch.int32)
-    out = layer(inputs(1, 70, layer.d_model), seq_idx=seq_idx)
-    with pytest.raises(RuntimeError, match="has no backward pass here"):
+    cu_seqlens = torch.tensor([0, 30, 70], dtype=torch.int32)
+    out = layer(inputs(1, 70, layer.d_model), seq_idx=seq_idx, cu_seqlens=cu_seqlens,
+                inference_params=InferenceParams(max_seqlen=70, max_batch_size=2))
+    with pytest.raises(RuntimeError, match="return_varlen_states"):
         out.square().sum().backward()
-    with torch.no_grad():
-        assert not layer(inputs(1, 70, layer.d_model), seq_idx=seq_idx).requires_grad
 
 
 def test_the_scan_gets_views_of_the_projections(monkeypatch):

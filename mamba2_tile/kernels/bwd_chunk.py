@@ -30,12 +30,19 @@ operands sit in registers, so it keeps no tile spanning the whole ``dstate``: ro
 and dstate in blocks of 32 (:func:`bwd_chunk_tiles`). Compiled for sm_90 at chunk 64, headdim
 64, dstate 128 it is ~12,000 instructions without a spill; exact float32 ``mma`` in the 16-bit
 kernel's shape was ~111,000 instructions, 14,600 spill stores and 26,225 spill loads.
+
+Packed sequences (``HAS_SEQ_IDX``, :mod:`mamba2_tile.kernels.packing`): every factor above
+carries the forward's 0/1 mask, and a masked factor ``m exp(u)`` differentiates to ``m exp(u)``:
+``L_ij`` is zero unless tokens i and j share a sequence, ``exp(dA_last - dA_j)`` unless token j
+is of the chunk's last token's sequence (only that one leaves the chunk), ``exp(dA_i)`` unless
+token i is of the entering state's sequence. Without ``seq_idx`` the masks are not compiled.
 """
 
 import torch
 
 from mamba2_tile.kernels.exp2 import LOG2E
-from mamba2_tile.kernels.launching import KernelLaunch, next_power_of_2
+from mamba2_tile.kernels.launching import KernelLaunch, next_power_of_2, seq_placeholder
+from mamba2_tile.kernels.packing import last_seq, rows_seq, seq_before
 from mamba2_tile.kernels.split_tf32 import split_mma
 from mamba2_tile.tile import ct
 
@@ -44,11 +51,13 @@ from mamba2_tile.tile import ct
 def bwd_chunk_kernel(
     x, dt, dA_cumsum, B, C,          # (b, l, h, p), (b, h, c, s) x2, (b, l, g, n) x2
     chunk_states, dstates, dy,       # (b, h, c, p, n) f32 x2, (b, l, h, p) f32
+    seq_idx,                         # (b, l) int32: packed sequences
     dx, ddt, dB, dC,                 # out, f32: (b, l, h, p), (b, h, c, s), (b, l, h, n) x2
     CHUNK_SIZE: ct.Constant[int],
     BLOCK_M: ct.Constant[int],
     HEADDIM: ct.Constant[int],       # headdim padded to a power of two
     DSTATE: ct.Constant[int],        # dstate padded to a power of two
+    HAS_SEQ_IDX: ct.Constant[bool],  # the forward's seq_idx masks (module doc)
 ):
     blocks_per_chunk = CHUNK_SIZE // BLOCK_M
     nchunks = dA_cumsum.shape[2]
@@ -67,6 +76,10 @@ def bwd_chunk_kernel(
                             padding_mode=zero), (HEADDIM, DSTATE)).astype(mma_dtype)
     h_enter = ct.reshape(ct.load(chunk_states, (b, h, c, 0, 0), (1, 1, 1, HEADDIM, DSTATE),
                                  padding_mode=zero), (HEADDIM, DSTATE)).astype(mma_dtype)
+    if HAS_SEQ_IDX:
+        # The sequences of the state entering the chunk and of the one leaving it.
+        seq_enter = seq_before(seq_idx, b, c * CHUNK_SIZE)
+        seq_leave = last_seq(rows_seq(seq_idx, b, c, CHUNK_SIZE))
 
     # dx, ddt, dB: column blocks j, each summing over the row blocks i >= j.
     for j in range(blocks_per_chunk):
@@ -83,6 +96,9 @@ def bwd_chunk_kernel(
             x_j = ct.reshape(x_j, (BLOCK_M, HEADDIM)).astype(mma_dtype)
 
             to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)             # (BLOCK_M, 1)
+            if HAS_SEQ_IDX:
+                seq_j = rows_seq(seq_idx, b, col_block, BLOCK_M)             # (BLOCK_M, 1)
+                to_end = ct.where(seq_j == seq_leave, to_end, 0.0)
             u = ct.mma(B_j, ct.transpose(dh), ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32))
             u = u * to_end
             dB_j = ct.mma(x_j, dh, ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32)) * to_end
@@ -107,12 +123,17 @@ def bwd_chunk_kernel(
                     causal = rows >= cols
                     scores_t = ct.mma(B_j, ct.transpose(C_i),
                                       ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                    scores_t = ct.where(causal, scores_t * decay, 0.0).astype(mma_dtype)
-                    u = ct.mma(scores_t, dy_i, u)
+                    scores_t = ct.where(causal, scores_t * decay, 0.0)
                     dyx_t = ct.mma(x_j, ct.transpose(dy_i),
                                    ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                    dyx_t = ct.where(causal, dyx_t * decay, 0.0).astype(mma_dtype)
-                    dB_j = ct.mma(dyx_t, C_i, dB_j)
+                    dyx_t = ct.where(causal, dyx_t * decay, 0.0)
+                    if HAS_SEQ_IDX:
+                        # Tokens of different sequences never meet (the in-chunk mask).
+                        seq_i = ct.transpose(rows_seq(seq_idx, b, row_block, BLOCK_M))
+                        scores_t = ct.where(seq_i == seq_j, scores_t, 0.0)
+                        dyx_t = ct.where(seq_i == seq_j, dyx_t, 0.0)
+                    u = ct.mma(scores_t.astype(mma_dtype), dy_i, u)
+                    dB_j = ct.mma(dyx_t.astype(mma_dtype), C_i, dB_j)
             ct.store(dx, (b, col_block, h, 0),
                      ct.reshape(u * dt_j, (1, BLOCK_M, 1, HEADDIM)))
             ddt_j = ct.sum(x_j.astype(ct.float32) * u, axis=1)
@@ -129,7 +150,11 @@ def bwd_chunk_kernel(
             dy_i = ct.load(dy, (b, row_block, h, 0), (1, BLOCK_M, 1, HEADDIM), padding_mode=zero)
             dy_i = ct.reshape(dy_i, (BLOCK_M, HEADDIM)).astype(mma_dtype)
             dC_i = ct.mma(dy_i, h_enter, ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32))
-            dC_i = dC_i * ct.exp2(dA_i, flush_to_zero=True)
+            read_out = ct.exp2(dA_i, flush_to_zero=True)                     # (BLOCK_M, 1)
+            if HAS_SEQ_IDX:
+                seq_i = rows_seq(seq_idx, b, row_block, BLOCK_M)             # (BLOCK_M, 1)
+                read_out = ct.where(seq_i == seq_enter, read_out, 0.0)
+            dC_i = dC_i * read_out
             rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
             for j in range(i + 1):
                 col_block = c * blocks_per_chunk + j
@@ -147,8 +172,11 @@ def bwd_chunk_kernel(
                                 flush_to_zero=True)
                 dyx = ct.mma(dy_i, ct.transpose(x_j),
                              ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                dyx = ct.where(rows >= cols, dyx * decay * dt_j, 0.0).astype(mma_dtype)
-                dC_i = ct.mma(dyx, B_j, dC_i)
+                dyx = ct.where(rows >= cols, dyx * decay * dt_j, 0.0)
+                if HAS_SEQ_IDX:
+                    seq_j = ct.transpose(rows_seq(seq_idx, b, col_block, BLOCK_M))
+                    dyx = ct.where(seq_i == seq_j, dyx, 0.0)
+                dC_i = ct.mma(dyx.astype(mma_dtype), B_j, dC_i)
             ct.store(dC, (b, row_block, h, 0), ct.reshape(dC_i, (1, BLOCK_M, 1, DSTATE)))
 
 
@@ -156,11 +184,13 @@ def bwd_chunk_kernel(
 def bwd_chunk_float32_kernel(
     x, dt, dA_cumsum, B, C,          # as bwd_chunk_kernel, all float32
     chunk_states, dstates, dy,
+    seq_idx,                         # (b, l) int32: packed sequences
     dx, ddt, dB, dC,
     CHUNK_SIZE: ct.Constant[int],
     BLOCK_M: ct.Constant[int],
     BLOCK_N: ct.Constant[int],       # dstate columns per step
     HEADDIM: ct.Constant[int],       # headdim padded to a power of two
+    HAS_SEQ_IDX: ct.Constant[bool],  # the forward's seq_idx masks (module doc)
 ):
     """:func:`bwd_chunk_kernel` for float32 inputs, with ``dstate`` in blocks of ``BLOCK_N``.
 
@@ -180,6 +210,10 @@ def bwd_chunk_float32_kernel(
     zero = ct.PaddingMode.ZERO
     dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)),
                          (1, 1)) * LOG2E
+    if HAS_SEQ_IDX:
+        # The sequences of the state entering the chunk and of the one leaving it.
+        seq_enter = seq_before(seq_idx, b, c * CHUNK_SIZE)
+        seq_leave = last_seq(rows_seq(seq_idx, b, c, CHUNK_SIZE))
 
     # dx and ddt: column blocks j, each summing over the row blocks i >= j.
     for j in range(blocks_per_chunk):
@@ -198,7 +232,11 @@ def bwd_chunk_float32_kernel(
                                           (1, 1, 1, HEADDIM, BLOCK_N), padding_mode=zero),
                                   (HEADDIM, BLOCK_N))
                 u = split_mma(B_jn, ct.transpose(dh_n), u)
-            u = u * ct.exp2(dA_last - dA_j, flush_to_zero=True)
+            to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)            # (BLOCK_M, 1)
+            if HAS_SEQ_IDX:
+                seq_j = rows_seq(seq_idx, b, col_block, BLOCK_M)             # (BLOCK_M, 1)
+                to_end = ct.where(seq_j == seq_leave, to_end, 0.0)
+            u = u * to_end
             cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
             for i in range(j, blocks_per_chunk):
                 row_block = c * blocks_per_chunk + i
@@ -216,6 +254,10 @@ def bwd_chunk_float32_kernel(
                     rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
                                       (1, BLOCK_M))
                     scores_t = ct.where(rows >= cols, scores_t * decay, 0.0)
+                    if HAS_SEQ_IDX:
+                        # Tokens of different sequences never meet (the in-chunk mask).
+                        seq_i = ct.transpose(rows_seq(seq_idx, b, row_block, BLOCK_M))
+                        scores_t = ct.where(seq_i == seq_j, scores_t, 0.0)
                     dy_i = ct.reshape(ct.load(dy, (b, row_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
                                               padding_mode=zero), (BLOCK_M, HEADDIM))
                     u = split_mma(scores_t, dy_i, u)
@@ -232,6 +274,9 @@ def bwd_chunk_float32_kernel(
             x_j = ct.reshape(ct.load(x, (b, col_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
                                      padding_mode=zero), (BLOCK_M, HEADDIM))
             to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)
+            if HAS_SEQ_IDX:
+                seq_j = rows_seq(seq_idx, b, col_block, BLOCK_M)             # (BLOCK_M, 1)
+                to_end = ct.where(seq_j == seq_leave, to_end, 0.0)
             cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
             for n in range(n_blocks):
                 dh_n = ct.reshape(ct.load(dstates, (b, h, c, 0, n),
@@ -251,6 +296,9 @@ def bwd_chunk_float32_kernel(
                                           (1, BLOCK_M))
                         decay = _decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M)
                         dyx_t = ct.where(rows >= cols, dyx_t * decay, 0.0)
+                        if HAS_SEQ_IDX:
+                            seq_i = ct.transpose(rows_seq(seq_idx, b, row_block, BLOCK_M))
+                            dyx_t = ct.where(seq_i == seq_j, dyx_t, 0.0)
                         C_in = ct.reshape(ct.load(C, (b, row_block, g, n),
                                                   (1, BLOCK_M, 1, BLOCK_N), padding_mode=zero),
                                           (BLOCK_M, BLOCK_N))
@@ -267,12 +315,16 @@ def bwd_chunk_float32_kernel(
             dy_i = ct.reshape(ct.load(dy, (b, row_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
                                       padding_mode=zero), (BLOCK_M, HEADDIM))
             rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
+            read_out = ct.exp2(dA_i, flush_to_zero=True)                     # (BLOCK_M, 1)
+            if HAS_SEQ_IDX:
+                seq_i = rows_seq(seq_idx, b, row_block, BLOCK_M)             # (BLOCK_M, 1)
+                read_out = ct.where(seq_i == seq_enter, read_out, 0.0)
             for n in range(n_blocks):
                 h_n = ct.reshape(ct.load(chunk_states, (b, h, c, 0, n),
                                          (1, 1, 1, HEADDIM, BLOCK_N), padding_mode=zero),
                                  (HEADDIM, BLOCK_N))
                 dC_in = split_mma(dy_i, h_n, ct.zeros((BLOCK_M, BLOCK_N), dtype=ct.float32))
-                dC_in = dC_in * ct.exp2(dA_i, flush_to_zero=True)
+                dC_in = dC_in * read_out
                 for j in range(i + 1):
                     col_block = c * blocks_per_chunk + j
                     dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
@@ -288,6 +340,9 @@ def bwd_chunk_float32_kernel(
                     dyx = split_mma(dy_i, ct.transpose(x_j),
                                     ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
                     dyx = ct.where(rows >= cols, dyx * decay * dt_j, 0.0)
+                    if HAS_SEQ_IDX:
+                        seq_j = ct.transpose(rows_seq(seq_idx, b, col_block, BLOCK_M))
+                        dyx = ct.where(seq_i == seq_j, dyx, 0.0)
                     B_jn = ct.reshape(ct.load(B, (b, col_block, g, n), (1, BLOCK_M, 1, BLOCK_N),
                                               padding_mode=zero), (BLOCK_M, BLOCK_N))
                     dC_in = split_mma(dyx, B_jn, dC_in)
@@ -314,11 +369,12 @@ def bwd_chunk_tiles(dtype, chunk_size, dstate):
     return min(64, chunk_size), None
 
 
-def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy):
+def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, seq_idx=None):
     """Allocate the outputs and plan the launch; returns
     ``(KernelLaunch, (dx, ddt, dB, dC))``, all float32: ``dx`` (b, l, h, p) without the skip's
     ``D dy``; ``ddt`` (b, h, c, s) in the chunk layout of ``dt``, zero past seqlen; ``dB``,
-    ``dC`` (b, l, h, n) per head."""
+    ``dC`` (b, l, h, n) per head. ``seq_idx`` (b, l) int32: packed sequences (module doc), with
+    ``chunk_states`` and ``dstates`` those of the same packing."""
     batch, seqlen, nheads, headdim = x.shape
     dstate = B.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
@@ -330,16 +386,17 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy):
     grid = (batch * nchunks, nheads, 1)
     outputs = (dx, ddt, dB, dC)
     block_m, block_n = bwd_chunk_tiles(x.dtype, chunk_size, dstate)
-    args = (x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, *outputs, chunk_size, block_m)
+    args = (x, dt, dA_cumsum, B, C, chunk_states, dstates, dy,
+            seq_placeholder(x) if seq_idx is None else seq_idx, *outputs, chunk_size, block_m)
     if block_n is None:
-        args += (next_power_of_2(headdim), next_power_of_2(dstate))
+        args += (next_power_of_2(headdim), next_power_of_2(dstate), seq_idx is not None)
         return KernelLaunch(grid, bwd_chunk_kernel, args), outputs
-    args += (block_n, next_power_of_2(headdim))
+    args += (block_n, next_power_of_2(headdim), seq_idx is not None)
     return KernelLaunch(grid, bwd_chunk_float32_kernel, args), outputs
 
-
-def bwd_chunk(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy):
+def bwd_chunk(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, seq_idx=None):
     """Run the per-chunk gradients; returns ``(dx, ddt, dB, dC)`` (see the launcher)."""
-    launch, outputs = bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy)
+    launch, outputs = bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy,
+                                       seq_idx)
     launch.run()
     return outputs

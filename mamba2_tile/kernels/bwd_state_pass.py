@@ -20,12 +20,20 @@ the state gradient accumulates in float32. Float32 operands are multiplied as th
 (:mod:`mamba2_tile.kernels.split_tf32`): float32's accuracy on tensor cores, where the exact
 float32 ``mma`` unrolled into scalar code that spilled (sm_90, chunk 256, 64 x 64 tile: 37,960
 instructions, 5,680 spill stores, 9,786 spill loads; now 3,344 instructions and none).
+
+Packed sequences (``HAS_SEQ_IDX``, :mod:`mamba2_tile.kernels.packing`): the forward's masks,
+transposed. A row reads the entering state only if it is of that state's sequence, so only such
+rows send their ``dy`` back into it; the entering state survives the jump only if the chunk's
+last token is of its sequence, so only then does ``dh_{c+1}`` flow back into ``dh_c``. No
+gradient crosses a boundary, and ``dinitial_states`` is zero for a row whose ``seq_idx`` does not
+start at 0. Without ``seq_idx`` the masks are not compiled at all.
 """
 
 import torch
 
 from mamba2_tile.kernels.exp2 import LOG2E
-from mamba2_tile.kernels.launching import KernelLaunch, cdiv, next_power_of_2
+from mamba2_tile.kernels.launching import KernelLaunch, cdiv, next_power_of_2, seq_placeholder
+from mamba2_tile.kernels.packing import last_seq, rows_seq, seq_before
 from mamba2_tile.kernels.split_tf32 import split_mma
 from mamba2_tile.tile import ct
 
@@ -33,10 +41,12 @@ from mamba2_tile.tile import ct
 @ct.kernel
 def bwd_state_pass_kernel(
     dy, C, dA_cumsum, dfinal_states,   # (b, l, h, p) f32, (b, l, g, n), (b, h, c, s), (b, h, p, n)
+    seq_idx,                           # (b, l) int32: packed sequences
     dstates, dinitial_states,          # out: (b, h, c, p, n) f32, (b, h, p, n) f32
     CHUNK_SIZE: ct.Constant[int],
     BLOCK_P: ct.Constant[int],
     BLOCK_N: ct.Constant[int],
+    HAS_SEQ_IDX: ct.Constant[bool],    # no gradient across a seq_idx change
 ):
     nheads = dy.shape[2]
     b = ct.bid(0) // nheads
@@ -64,10 +74,17 @@ def bwd_state_pass_kernel(
         dy_c = ct.reshape(dy_c, (CHUNK_SIZE, BLOCK_P)).astype(ct.float32)
         C_c = ct.load(C, (b, c, g, n_tile), (1, CHUNK_SIZE, 1, BLOCK_N), padding_mode=zero)
         C_c = ct.reshape(C_c, (CHUNK_SIZE, BLOCK_N))
+        read_out = ct.exp2(dA, flush_to_zero=True)                        # (CHUNK_SIZE, 1)
+        chunk_decay = ct.exp2(dA_last, flush_to_zero=True)
+        if HAS_SEQ_IDX:
+            # The forward's masks (packing.py), read the other way round.
+            seq_c = rows_seq(seq_idx, b, c, CHUNK_SIZE)
+            seq_enter = seq_before(seq_idx, b, c * CHUNK_SIZE)
+            read_out = ct.where(seq_c == seq_enter, read_out, 0.0)
+            chunk_decay = ct.where(last_seq(seq_c) == seq_enter, chunk_decay, 0.0)
         # Rounded to the dtype of C for the mma (tensor cores for 16-bit inputs), as the forward.
-        dy_read = (dy_c * ct.exp2(dA, flush_to_zero=True)).astype(C.dtype)
-        dstate = split_mma(ct.transpose(dy_read), C_c,
-                        dstate * ct.exp2(dA_last, flush_to_zero=True))
+        dy_read = (dy_c * read_out).astype(C.dtype)
+        dstate = split_mma(ct.transpose(dy_read), C_c, dstate * chunk_decay)
     ct.store(dinitial_states, (b, h, p_tile, n_tile),
              ct.reshape(dstate, (1, 1, BLOCK_P, BLOCK_N)))
 
@@ -81,10 +98,11 @@ def bwd_state_pass_tiles(headdim, dstate, dtype):
     return min(next_power_of_2(headdim), 64), min(next_power_of_2(dstate), block_n)
 
 
-def bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states):
+def bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states, seq_idx=None):
     """Allocate the outputs and plan the launch; returns
     ``(KernelLaunch, (dstates, dinitial_states))``, both float32: ``dstates`` (b, h, c, p, n)
-    the gradient of the state leaving each chunk, ``dinitial_states`` (b, h, p, n)."""
+    the gradient of the state leaving each chunk, ``dinitial_states`` (b, h, p, n).
+    ``seq_idx`` (b, l) int32: packed sequences (module doc)."""
     batch, _, nheads, headdim = dy.shape
     dstate = C.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
@@ -94,13 +112,14 @@ def bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states):
                                   device=dy.device)
     block_p, block_n = bwd_state_pass_tiles(headdim, dstate, C.dtype)
     grid = (batch * nheads, cdiv(headdim, block_p), cdiv(dstate, block_n))
-    args = (dy, C, dA_cumsum, dfinal_states, dstates, dinitial_states,
-            chunk_size, block_p, block_n)
+    args = (dy, C, dA_cumsum, dfinal_states,
+            seq_placeholder(dy) if seq_idx is None else seq_idx, dstates, dinitial_states,
+            chunk_size, block_p, block_n, seq_idx is not None)
     return KernelLaunch(grid, bwd_state_pass_kernel, args), (dstates, dinitial_states)
 
 
-def bwd_state_pass(dy, C, dA_cumsum, dfinal_states):
+def bwd_state_pass(dy, C, dA_cumsum, dfinal_states, seq_idx=None):
     """Run the backward state pass; returns ``(dstates, dinitial_states)``."""
-    launch, outputs = bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states)
+    launch, outputs = bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states, seq_idx)
     launch.run()
     return outputs

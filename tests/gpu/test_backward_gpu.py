@@ -4,7 +4,8 @@ autograd through the float64 recurrence (tests/kernels/grad_cases.py), on the GP
 Skipped unless torch sees a CUDA device and the real ``cuda.tile`` imports. Covers every dstate
 16-256, every chunk size, seqlen not a multiple of the chunk, with and without ``z``, ``D`` of
 both shapes, ``initial_states``, ``dt_softplus`` with ``dt_limit``, one and two groups, and a
-bfloat16 case.
+bfloat16 case; then packed sequences (``seq_idx``) in bfloat16 at every chunk size and dstate
+16-256, against the recurrence reset where ``seq_idx`` changes.
 """
 
 import sys
@@ -58,3 +59,35 @@ def test_bfloat16():
     case = Case(batch=2, seqlen=200, nheads=4, headdim=64, dstate=64, dtype=torch.bfloat16,
                 D="head", z=True, initial_states=True, seed=12)
     check(case, 64, tolerance=BFLOAT16_TOLERANCE, device="cuda")
+
+
+def packed_row(lengths):
+    return torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths)).int()
+
+
+@pytest.mark.parametrize("dstate", [16, 32, 64, 128, 256])
+@pytest.mark.parametrize("chunk_size", [64, 128, 256])
+def test_packed_gradients(dstate, chunk_size):
+    """Two rows, seqlen 3 chunks + 37: row 0 has sequences of 1 token (first, middle, last), a
+    boundary inside a chunk and one on a chunk's first token, and a sequence over two chunks;
+    row 1 starts at sequence 2 (from zero, no initial_states gradient) and is one sequence
+    over everything but its first 5 tokens. Features rotate as in test_gradients."""
+    seqlen = 3 * chunk_size + 37
+    first = [1, chunk_size // 2, chunk_size // 2 - 1, 1, 2 * chunk_size - 9]
+    row0 = packed_row(first + [seqlen - sum(first) - 1, 1])
+    row1 = packed_row([5, seqlen - 5]) + 2
+    features = {**FEATURES[(dstate.bit_length() + chunk_size.bit_length()) % len(FEATURES)],
+                "initial_states": True}
+    case = Case(batch=2, seqlen=seqlen, nheads=4, headdim=64, dstate=dstate,
+                dtype=torch.bfloat16, seed=dstate + chunk_size + 1, **features)
+    check(case, chunk_size, tolerance=BFLOAT16_TOLERANCE, device="cuda",
+          seq_idx=torch.stack([row0, row1]))
+
+
+def test_packed_float32_many_short_sequences():
+    """float32 at the GPU float32 tolerance: 30 sequences of 1 to 19 tokens, chunk 64."""
+    lengths = [1 + (7 * k) % 19 for k in range(30)]
+    case = Case(batch=1, seqlen=sum(lengths), nheads=4, headdim=32, dstate=64, D="head", z=True,
+                initial_states=True, seed=13)
+    check(case, 64, tolerance=GPU_FLOAT32_TOLERANCE, device="cuda",
+          seq_idx=packed_row(lengths)[None])

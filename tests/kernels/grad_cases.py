@@ -13,8 +13,10 @@ FLOAT32_TOLERANCE = 2e-4
 
 
 def recurrence(x, dt, A, B, C, D=None, z=None, dt_bias=None, initial_states=None,
-               dt_softplus=False, dt_limit=(0.0, float("inf"))):
-    """``(y, final_states)`` of the SSD recurrence, one token at a time (float64, autograd)."""
+               dt_softplus=False, dt_limit=(0.0, float("inf")), seq_idx=None):
+    """``(y, final_states)`` of the SSD recurrence, one token at a time (float64, autograd);
+    with ``seq_idx`` the state is reset to zero where it changes, ``initial_states`` belonging
+    to sequence 0 (mamba_ssm's rule)."""
     batch, seqlen, nheads, headdim = x.shape
     heads_per_group = nheads // B.shape[2]
     B = B.repeat_interleave(heads_per_group, dim=2)
@@ -29,6 +31,9 @@ def recurrence(x, dt, A, B, C, D=None, z=None, dt_bias=None, initial_states=None
     ys = []
     for t in range(seqlen):
         decay = torch.exp(dt[:, t] * A)[:, :, None, None]
+        if seq_idx is not None:
+            previous = seq_idx[:, t - 1] if t else torch.zeros_like(seq_idx[:, 0])
+            decay = decay * (seq_idx[:, t] == previous).to(decay.dtype)[:, None, None, None]
         state = decay * state + (dt[:, t, :, None] * x[:, t])[..., None] * B[:, t, :, None, :]
         ys.append(torch.einsum("bhpn,bhn->bhp", state, C[:, t]))
     y = torch.stack(ys, dim=1)
@@ -39,8 +44,9 @@ def recurrence(x, dt, A, B, C, D=None, z=None, dt_bias=None, initial_states=None
     return y, state
 
 
-def gradients(case, chunk_size, with_final=True, seed=1, device="cpu"):
-    """Gradients of one random loss, from the kernels and from the float64 recurrence."""
+def gradients(case, chunk_size, with_final=True, seed=1, device="cpu", seq_idx=None):
+    """Gradients of one random loss, from the kernels and from the float64 recurrence;
+    ``seq_idx`` (batch, seqlen) int32 (moved to ``device``), or None."""
     t = make_case(case, device)
     generator = torch.Generator().manual_seed(seed)
     out_y = torch.randn(t["x"].shape, generator=generator, dtype=torch.float64).to(device)
@@ -52,13 +58,16 @@ def gradients(case, chunk_size, with_final=True, seed=1, device="cpu"):
         return value + (final_states.double() * out_final).sum() if with_final else value
 
     leaves = {k: v.clone().requires_grad_() for k, v in t.items()}
+    if seq_idx is not None:
+        seq_idx = seq_idx.to(device)
+    packing = {} if seq_idx is None else dict(seq_idx=seq_idx)
     y, final_states = mamba_chunk_scan_combined(chunk_size=chunk_size, return_final_states=True,
-                                                **leaves, **api_kwargs(case))
+                                                **leaves, **api_kwargs(case), **packing)
     loss(y, final_states).backward()
     ours = {k: v.grad for k, v in leaves.items()}
 
     ref_leaves = {k: v.detach().double().requires_grad_() for k, v in t.items()}
-    loss(*recurrence(**ref_leaves, **api_kwargs(case))).backward()
+    loss(*recurrence(**ref_leaves, **api_kwargs(case), seq_idx=seq_idx)).backward()
     return ours, {k: v.grad for k, v in ref_leaves.items()}, t
 
 

@@ -1,5 +1,6 @@
 """Gradients of mamba_chunk_scan_combined (backward kernels on the interpreter) against torch
-autograd through an independent float64 recurrence, token by token (grad_cases.py).
+autograd through an independent float64 recurrence, token by token (grad_cases.py), packed
+sequences (``seq_idx``, the recurrence reset where it changes) included.
 
 The kernels take float32 and narrower inputs only (the API refuses float64), so
 ``torch.autograd.gradcheck``'s float64 finite differences cannot run on them; float32 gradients
@@ -64,14 +65,105 @@ def test_no_grad_path_unchanged():
         assert mamba_chunk_scan_combined(**{**t, "x": x}, chunk_size=64).grad_fn is None
 
 
-@pytest.mark.parametrize("argument", ["seq_idx", "return_varlen_states"])
-def test_unsupported_features_refused(argument):
+def test_varlen_states_backward_refused_by_name():
     t = make_case(Case(seqlen=70, seed=9))
     x = t["x"].clone().requires_grad_()
-    extra = (dict(seq_idx=torch.zeros(1, 70, dtype=torch.int32)) if argument == "seq_idx" else
-             dict(cu_seqlens=torch.tensor([0, 70]), return_varlen_states=True))
-    with pytest.raises(NotImplementedError, match=argument):
-        mamba_chunk_scan_combined(**{**t, "x": x}, chunk_size=64, **extra)
+    with pytest.raises(NotImplementedError, match="return_varlen_states"):
+        mamba_chunk_scan_combined(**{**t, "x": x}, chunk_size=64, return_varlen_states=True,
+                                  cu_seqlens=torch.tensor([0, 70]))
+
+
+def packed(*rows):
+    """``seq_idx`` (len(rows), seqlen) int32 of rows of sequence lengths; a row given as
+    ``(first, lengths)`` numbers its sequences from ``first`` instead of 0."""
+    out = []
+    for row in rows:
+        first, lengths = row if isinstance(row, tuple) else (0, row)
+        out.append(torch.repeat_interleave(torch.arange(first, first + len(lengths)),
+                                           torch.tensor(lengths)))
+    return torch.stack(out).int()
+
+
+# Packs (chunk 64 unless said): sequences of length 1 at the start, in the middle and at the
+# end; boundaries inside a chunk and exactly at a chunk's start; a sequence spanning several
+# chunks; seqlen not a multiple of the chunk.
+PACKS = {
+    "ones-and-a-boundary-in-a-chunk": [[1, 30, 1, 50, 1, 20]],
+    "boundary-at-a-chunk-start": [[64, 6, 1, 59, 12]],
+    "one-sequence-over-three-chunks": [[2, 150, 3]],
+    "single-tokens-only": [[1] * 9],
+}
+
+
+@pytest.mark.parametrize("name", PACKS)
+def test_packed_sequences(name):
+    seq_idx = packed(*PACKS[name])
+    check(Case(seqlen=seq_idx.shape[1], nheads=2, headdim=8, dstate=8, initial_states=True,
+               seed=11), seq_idx=seq_idx)
+
+
+def test_packed_everything_two_rows():
+    # Row 1 starts at sequence 2: it starts from zero, its initial_states get no gradient.
+    seq_idx = packed([30, 1, 69], (2, [5, 60, 35]))
+    check(Case(batch=2, seqlen=100, nheads=4, headdim=4, ngroups=2, dstate=16, D="channel",
+               z=True, dt_bias=True, initial_states=True, dt_softplus=True,
+               dt_limit=(0.02, 0.15), seed=12), seq_idx=seq_idx)
+
+
+def test_packed_head_skip_long_chunk():
+    # chunk 128: boundaries inside the off-diagonal block of the two row blocks, and inside a
+    # diagonal one; the partial last chunk holds two sequences.
+    seq_idx = packed([40, 50, 70, 1, 9])
+    check(Case(seqlen=170, nheads=2, headdim=16, dstate=8, D="head", z=True, dt_bias=True,
+               dt_softplus=True, initial_states=True, seed=13), chunk_size=128, seq_idx=seq_idx)
+
+
+def test_packed_without_final_states_gradient():
+    seq_idx = packed([20, 50])
+    check(Case(seqlen=70, nheads=2, headdim=4, dstate=8, seed=14), seq_idx=seq_idx,
+          with_final=False)
+
+
+def test_packed_initial_states_gradient_is_zero_for_a_row_not_starting_at_sequence_0():
+    t = make_case(Case(batch=2, seqlen=40, initial_states=True, seed=15))
+    seq_idx = packed([10, 30], (1, [10, 30]))
+    initial_states = t["initial_states"].clone().requires_grad_()
+    y = mamba_chunk_scan_combined(**{**t, "initial_states": initial_states}, chunk_size=64,
+                                  seq_idx=seq_idx)
+    y.sum().backward()
+    assert initial_states.grad[0].abs().max() > 0
+    assert torch.equal(initial_states.grad[1], torch.zeros_like(initial_states.grad[1]))
+
+
+def test_packed_gradients_equal_each_sequence_alone():
+    """Each sequence's gradients in the pack are those of the sequence run by itself (the
+    first with initial_states): nothing leaks across a boundary in either direction."""
+    lengths = [3, 70, 1, 26]
+    t = make_case(Case(seqlen=sum(lengths), D="head", z=True, initial_states=True, seed=16))
+    weights = torch.randn(t["x"].shape, generator=torch.Generator().manual_seed(0))
+
+    def grads(tensors, seq_idx=None):
+        leaves = {k: v.clone().requires_grad_() for k, v in tensors.items()}
+        y = mamba_chunk_scan_combined(**leaves, chunk_size=64, seq_idx=seq_idx)
+        (y * weights).sum().backward()
+        return {k: v.grad for k, v in leaves.items()}
+
+    together = grads(t, packed(lengths))
+    start = 0
+    for n, length in enumerate(lengths):
+        per_token = ("x", "dt", "B", "C", "z")
+        alone = {k: v[:, start:start + length] if k in per_token else v for k, v in t.items()
+                 if k != "initial_states" or n == 0}
+        leaves = {k: v.clone().requires_grad_() for k, v in alone.items()}
+        y = mamba_chunk_scan_combined(**leaves, chunk_size=64)
+        (y * weights[:, start:start + length]).sum().backward()
+        for k in per_token:
+            torch.testing.assert_close(together[k][:, start:start + length], leaves[k].grad,
+                                       rtol=1e-4, atol=1e-5, msg=f"d{k}, sequence {n}")
+        if n == 0:
+            torch.testing.assert_close(together["initial_states"], leaves["initial_states"].grad,
+                                       rtol=1e-4, atol=1e-5)
+        start += length
 
 
 def test_bfloat16_smoke():
