@@ -125,17 +125,19 @@ TRANSPOSE_HINT = ("the values are stored in the wrong order: the tile is (CHUNK_
                   "the element order; ct.transpose the tile before reshaping it for the store.")
 
 
-# The layout of dA_cumsum and dt_out, named for the learner.
+# The layout of dA_cumsum and dt_out, named for the learner; the picture of an error lays the
+# tokens (chunk after chunk) out along x, one row per head.
 CHUNK_AXES = ("batch", "head", "chunk", "position in chunk")
+CHUNK_PICTURE = ("head", ("chunk", "position in chunk"))
 
 
 def _report(name, label, got_dA, got_dt, expected, dt, A, seqlen, dA_hint=None, dt_hint=None):
     exp_dA, exp_dt = expected
     if not compare(f"{name} dt_out, {label}", got_dt, exp_dt, **_tolerances(exp_dt),
-                   hint=dt_hint or _dt_hint(got_dt, seqlen), axes=CHUNK_AXES):
+                   hint=dt_hint or _dt_hint(got_dt, seqlen), axes=CHUNK_AXES, picture=CHUNK_PICTURE):
         return False
     return compare(f"{name} dA_cumsum, {label}", got_dA, exp_dA, **_tolerances(exp_dA),
-                   hint=dA_hint or _dA_hint(got_dA, dt, A, seqlen), axes=CHUNK_AXES)
+                   hint=dA_hint or _dA_hint(got_dA, dt, A, seqlen), axes=CHUNK_AXES, picture=CHUNK_PICTURE)
 
 
 def check_chunk_cumsum_per_head(kernel, device=None):

@@ -64,7 +64,9 @@ def check_chunk_cumsum_single_head(chunk_cumsum_single_head):
             return False
         expected = chunk_cumsum(dt[None, :, None], np.array([A]), chunk_size)[0][0, 0]
         if not compare(f"chunk_cumsum_single_head, seqlen={seqlen} chunk_size={chunk_size}",
-                       got, expected, hint=_cumsum_hint(got, dt, A, chunk_size)):
+                       got, expected, hint=_cumsum_hint(got, dt, A, chunk_size),
+                       axes=("chunk", "position in chunk"),
+                       picture=("chunk", "position in chunk")):
             return False
     return True
 
@@ -136,7 +138,8 @@ def check_jump(jump):
             _one(x[:tokens]), _one(dt[:tokens]), np.array([A]), _one(B[:tokens]),
             _one(C[:tokens]), initial_states=state[None, None], return_final_states=True)
         label = f"jump, {tokens} tokens in a chunk of {chunk_size}"
-        if not compare(label, got, expected[0, 0], hint=_jump_hint(got, state, x, dt, dA, B)):
+        if not compare(label, got, expected[0, 0], hint=_jump_hint(got, state, x, dt, dA, B),
+                       axes=("channel", "state"), picture=("channel", "state")):
             return False
     return True
 
@@ -205,6 +208,8 @@ def check_chunk_output(chunk_output):
         expected = compute_out(_one(x), _one_chunk(dt), _one_chunk(dA), _one(B), _one(C),
                                _one_chunk(h_enter))[0, :, 0]
         label = f"chunk_output, {tokens} tokens in a chunk of {chunk_size}"
-        if not compare(label, got, expected, hint=_output_hint(got, x, dt, dA, B, C, h_enter)):
+        if not compare(label, got, expected, hint=_output_hint(got, x, dt, dA, B, C, h_enter),
+                       axes=("position in chunk", "channel"),
+                       picture=("position in chunk", "channel")):
             return False
     return True

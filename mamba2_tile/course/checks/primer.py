@@ -119,4 +119,5 @@ def check_matmul(matmul_kernel, m=100, n=48, k=72, tile_m=32, tile_n=32, tile_k=
     else:
         hint = ("block (i, j) owns c tile (i, j); for each k it multiplies a tile (i, k) of shape "
                 "(TM, TK) by b tile (k, j) of shape (TK, TN). Zero-pad both loads.")
-    return compare(name, got, expected, atol=2e-3, rtol=2e-3, hint=hint)
+    return compare(name, got, expected, atol=2e-3, rtol=2e-3, hint=hint,
+                   axes=("row of c", "column of c"), picture=("row of c", "column of c"))
