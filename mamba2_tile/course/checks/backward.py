@@ -9,7 +9,7 @@ reverse, and a decay that is missing or taken from the wrong token / chunk.
 
 import numpy as np
 
-from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare
+from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare, exercise
 from mamba2_tile.reference_backward import bwd_pass_state, ssd_recurrent_backward
 
 
@@ -92,6 +92,7 @@ STATE_CASES = [
 ]
 
 
+@exercise("11.1")
 def check_recurrent_state_gradient(recurrent_state_gradient):
     """``recurrent_state_gradient(dy, x, dt, A, B, C) -> (dh, dx)`` against the package."""
     rng = np.random.default_rng(11)
@@ -184,6 +185,7 @@ CHUNK_CASES = [
 ]
 
 
+@exercise("11.2")
 def check_bwd_pass_state(bwd_pass_state_single_head):
     """``bwd_pass_state_single_head(dy, C, dA_cumsum, dfinal_state)`` against the package."""
     rng = np.random.default_rng(12)

@@ -21,7 +21,8 @@ import numpy as np
 import torch
 
 from mamba2_tile import dispatch, reference
-from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare, launch_exercise
+from mamba2_tile.course.checks.feedback import (NOT_DONE, attempt, compare, exercise,
+                                                 launch_exercise)
 from mamba2_tile.kernels.launching import cdiv
 
 # Stage 1 computes in float32 from inputs exactly representable in float32, whatever their
@@ -140,6 +141,7 @@ def _report(name, label, got_dA, got_dt, expected, dt, A, seqlen, dA_hint=None, 
                    hint=dA_hint or _dA_hint(got_dA, dt, A, seqlen), axes=CHUNK_AXES, picture=CHUNK_PICTURE)
 
 
+@exercise("05.1")
 def check_chunk_cumsum_per_head(kernel, device=None):
     """One block per (batch, chunk, head): ``kernel(dt, A, dA_cumsum, dt_out, CHUNK_SIZE)``."""
     name = "chunk_cumsum_head_kernel"
@@ -161,6 +163,7 @@ def check_chunk_cumsum_per_head(kernel, device=None):
     return True
 
 
+@exercise("05.2")
 def check_chunk_cumsum_heads(kernel, device=None):
     """A block of heads per block: ``kernel(dt, A, dA_cumsum, dt_out, CHUNK_SIZE, BLOCK_H)``."""
     name = "chunk_cumsum_heads_kernel"
@@ -217,6 +220,7 @@ def _full_hint(got_dt, dt, dt_bias, softplus, limit, seqlen):
             "then 0 past seqlen.")
 
 
+@exercise("05.3")
 def check_chunk_cumsum(kernel, device=None):
     """The full stage, with mamba_ssm's dt options, against the reference.
 

@@ -9,7 +9,7 @@ recurrence they must reproduce.
 
 import numpy as np
 
-from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare
+from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare, exercise
 from mamba2_tile.reference import chunk_cumsum, compute_out, ssd_recurrent
 
 
@@ -53,6 +53,7 @@ def _cumsum_hint(got, dt, A, chunk_size):
     return "dA_cumsum[c, i] = dt[c*s] A + ... + dt[c*s + i] A, with dt = 0 in the padding."
 
 
+@exercise("03.1")
 def check_chunk_cumsum_single_head(chunk_cumsum_single_head):
     """``chunk_cumsum_single_head(dt, A, chunk_size)`` against the package's stage 1."""
     rng = np.random.default_rng(5)
@@ -125,6 +126,7 @@ def _jump_hint(got, state, x, dt, dA, B):
     return "h_next = exp(dA_last) h + sum_i exp(dA_last - dA_i) dt_i x_i ⊗ B_i."
 
 
+@exercise("03.2")
 def check_jump(jump):
     """``jump(state, x, dt, dA_cumsum, B)`` must equal running the recurrence over the chunk."""
     rng = np.random.default_rng(6)
@@ -195,6 +197,7 @@ def _output_hint(got, x, dt, dA, B, C, h_enter):
             "with h_enter of shape (headdim, dstate).")
 
 
+@exercise("03.3")
 def check_chunk_output(chunk_output):
     """``chunk_output(x, dt, dA_cumsum, B, C, h_enter)`` against the package's stage 3."""
     rng = np.random.default_rng(7)

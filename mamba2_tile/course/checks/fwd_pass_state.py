@@ -22,7 +22,8 @@ import numpy as np
 import torch
 
 from mamba2_tile import dispatch, reference
-from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare, launch_exercise
+from mamba2_tile.course.checks.feedback import (NOT_DONE, attempt, compare, exercise,
+                                                 launch_exercise)
 from mamba2_tile.kernels.launching import cdiv, next_power_of_2
 from mamba2_tile.tolerances import GPU_TOLERANCES, TOLERANCES
 
@@ -157,6 +158,7 @@ def _run(name, kernel, cases, tiled, device):
     return True
 
 
+@exercise("06.1")
 def check_fwd_pass_state_simple(kernel, device=None):
     """One block per (batch, head) holding the whole (headdim, dstate) state; no initial state."""
     cases = [  # batch, seqlen, nheads, headdim, ngroups, dstate, chunk, block, dtype, h0
@@ -166,6 +168,7 @@ def check_fwd_pass_state_simple(kernel, device=None):
     return _run("fwd_pass_state_simple_kernel", kernel, cases, tiled=False, device=device)
 
 
+@exercise("06.2")
 def check_fwd_pass_state_tiled(kernel, device=None):
     """Blocks own (BLOCK_P, BLOCK_N) tiles of the state; optional initial_states."""
     cases = [
@@ -175,6 +178,7 @@ def check_fwd_pass_state_tiled(kernel, device=None):
     return _run("fwd_pass_state_tiled_kernel", kernel, cases, tiled=True, device=device)
 
 
+@exercise("06.3")
 def check_fwd_pass_state_mma(kernel, device=None):
     """The tensor-core version, in float16 / bfloat16 (and float32) with per-dtype tolerances."""
     cases = [

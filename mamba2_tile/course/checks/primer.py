@@ -9,7 +9,8 @@ and on the CPU tile interpreter otherwise, then compares with NumPy and explains
 import numpy as np
 import torch
 
-from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare, launch_exercise
+from mamba2_tile.course.checks.feedback import (NOT_DONE, attempt, compare, exercise,
+                                                 launch_exercise)
 from mamba2_tile.dispatch import default_device
 from mamba2_tile.kernels.launching import cdiv, next_power_of_2
 
@@ -33,6 +34,7 @@ def _same(got, candidate, atol):
     return got.shape == candidate.shape and np.allclose(got, candidate, atol=atol)
 
 
+@exercise("04.1")
 def check_row_sum(row_sum_kernel, rows=37, cols=50, tile_rows=8):
     """Exercise 1: `row_sum_kernel(x, out, TILE_R, TILE_C)` writes out[r] = sum(x[r, :])."""
     name = "row_sum_kernel"
@@ -64,6 +66,7 @@ def check_row_sum(row_sum_kernel, rows=37, cols=50, tile_rows=8):
     return compare(name, got, expected, atol=1e-4, rtol=1e-5, hint=hint)
 
 
+@exercise("04.2")
 def check_chunk_cumsum(chunk_cumsum_kernel, length=100, chunk=32):
     """Exercise 2: `chunk_cumsum_kernel(x, out, CHUNK)`: a running sum restarting every CHUNK."""
     name = "chunk_cumsum_kernel"
@@ -92,6 +95,7 @@ def check_chunk_cumsum(chunk_cumsum_kernel, length=100, chunk=32):
     return compare(name, got, expected, atol=1e-4, rtol=1e-5, hint=hint)
 
 
+@exercise("04.3")
 def check_matmul(matmul_kernel, m=100, n=48, k=72, tile_m=32, tile_n=32, tile_k=16):
     """Exercise 3: `matmul_kernel(a, b, c, TM, TN, TK)` computes c = a @ b in tiles with ct.mma."""
     name = "matmul_kernel"

@@ -8,7 +8,7 @@ overflow), stops at the first mismatch and names the likely cause.
 
 import numpy as np
 
-from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare
+from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare, exercise
 from mamba2_tile.reference import segsum as _segsum
 from mamba2_tile.reference import ssd_quadratic
 
@@ -85,6 +85,7 @@ def _pair_axes(ndim_a):
 _PAIR_PICTURE = ("t (output token)", "s (input token)")
 
 
+@exercise("02.1")
 def check_segsum(segsum):
     """``segsum(a)`` against the package's, including an input where naive prefix sums fail."""
     rng = np.random.default_rng(2)
@@ -117,6 +118,7 @@ def _decay_mask_hint(got, dt, A):
     return "L = exp(segsum(dt * A)): L[t, s] = exp(dt[s+1] A + ... + dt[t] A), 0 above."
 
 
+@exercise("02.2")
 def check_decay_mask(decay_mask):
     """``decay_mask(dt, A)`` for one head, short and long (where the naive form breaks)."""
     rng = np.random.default_rng(3)
@@ -175,6 +177,7 @@ def _quadratic_hint(got, x, dt, A, B, C):
     return "y = (L ∘ C Bᵀ)(dt·x) with L = exp(segsum(dt * A)); y has the shape of x."
 
 
+@exercise("02.3")
 def check_ssd_quadratic_single_head(ssd_quadratic_single_head):
     """``ssd_quadratic_single_head(x, dt, A, B, C)`` against the package's ``ssd_quadratic``."""
     rng = np.random.default_rng(4)

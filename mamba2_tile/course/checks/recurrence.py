@@ -8,7 +8,7 @@ answer equals one of them, the hint names that mistake instead of a generic one.
 
 import numpy as np
 
-from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare
+from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare, exercise
 from mamba2_tile.reference import ssd_recurrent
 
 HEADDIM, DSTATE = 5, 3      # different, so a transposed state or outer product shows in its shape
@@ -73,6 +73,7 @@ def _step_suspects(trials, right_states):
     return suspects
 
 
+@exercise("01.1")
 def check_ssd_step(fn):
     """Check ``ssd_step(state, x_t, dt_t, A, B_t, C_t) -> (new_state, y_t)`` for one head."""
     trials = _step_trials()
@@ -166,6 +167,7 @@ def _scan_suspects(inputs):
     return suspects
 
 
+@exercise("01.2")
 def check_ssd_scan(fn):
     """Check ``ssd_scan(x, dt, A, B, C, D=None, initial_states=None) -> (y, final_states)``."""
     rng = np.random.default_rng(1)
