@@ -13,6 +13,8 @@ from mamba2_tile.course.checks.feedback import compare
 from mamba2_tile.course.plots.errors import error_map, plot_error
 from mamba2_tile.reference import segsum
 
+from compute_out_kernels import chunk_kernel, chunk_kernel_without_mask
+
 
 def figures():
     return [plt.figure(number) for number in plt.get_fignums()]
@@ -158,8 +160,6 @@ def test_nb05_store_without_transpose_draws_heads_by_tokens(capsys):
 
 
 def test_nb07_missing_mask_draws_tokens_by_head_and_channel(capsys):
-    from test_checks_compute_out import chunk_kernel, chunk_kernel_without_mask
-
     assert compute_out.check_compute_out_chunk(chunk_kernel, device="cpu")
     assert figures() == []
     assert not compute_out.check_compute_out_chunk(chunk_kernel_without_mask, device="cpu")
