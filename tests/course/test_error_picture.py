@@ -7,7 +7,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from mamba2_tile.course.checks import backward, chunked, compute_out, primer, quadratic
+from mamba2_tile.course.checks import (backward, chunked, compute_out, primer, quadratic,
+                                       recurrence)
 from mamba2_tile.course.checks.chunk_cumsum import check_chunk_cumsum_heads
 from mamba2_tile.course.checks.feedback import compare
 from mamba2_tile.course.plots.errors import error_map, plot_error
@@ -196,3 +197,15 @@ def test_nb04_matmul_with_one_k_tile_draws_rows_by_columns(capsys):
     assert not primer.check_matmul(first_k_tile_only)
     ax = only_axes()
     assert (ax.get_ylabel(), ax.get_xlabel()) == ("row of c", "column of c")
+
+
+def test_nb01_scan_without_skip_draws_tokens_by_head_and_channel(capsys):
+    from mamba2_tile.reference import ssd_recurrent
+
+    def scan_without_D(x, dt, A, B, C, D=None, initial_states=None):
+        return ssd_recurrent(x, dt, A, B, C, initial_states=initial_states,
+                             return_final_states=True)
+
+    assert not recurrence.check_ssd_scan(scan_without_D)
+    ax = only_axes()
+    assert (ax.get_ylabel(), ax.get_xlabel()) == ("token", "head · channel")

@@ -105,8 +105,11 @@ def check_ssd_step(fn):
     y_hint = _likely_mistake(
         got_ys, [(ys, hint) for (_, ys), hint in suspects],
         "y_t = new_state @ C_t, shape (headdim,).")
-    state_ok = compare("new_state", got_states, expected_states, hint=state_hint)
-    y_ok = compare("y_t", got_ys, expected_ys, hint=y_hint)
+    state_ok = compare("new_state", got_states, expected_states, hint=state_hint,
+                       axes=("trial", "channel", "state"),
+                       picture=("trial", ("channel", "state")))
+    y_ok = compare("y_t", got_ys, expected_ys, hint=y_hint, axes=("trial", "channel"),
+                   picture=("trial", "channel"))
     return state_ok and y_ok
 
 
@@ -193,8 +196,12 @@ def check_ssd_scan(fn):
         final_hint = _likely_mistake(
             result[1], [(final, hint) for (_, final), hint in suspects],
             "final_states is the state after the last token, (batch, nheads, headdim, dstate).")
-        y_ok = compare("y", result[0], expected_y, hint=y_hint)
-        final_ok = compare("final_states", result[1], expected_final, hint=final_hint)
+        y_ok = compare("y", result[0], expected_y, hint=y_hint,
+                       axes=("batch", "token", "head", "channel"),
+                       picture=("token", ("head", "channel")))
+        final_ok = compare("final_states", result[1], expected_final, hint=final_hint,
+                           axes=("batch", "head", "channel", "state"),
+                           picture=("head", ("channel", "state")))
         if not (y_ok and final_ok):
             return False
     return True
