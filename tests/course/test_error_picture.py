@@ -209,3 +209,13 @@ def test_nb01_scan_without_skip_draws_tokens_by_head_and_channel(capsys):
     assert not recurrence.check_ssd_scan(scan_without_D)
     ax = only_axes()
     assert (ax.get_ylabel(), ax.get_xlabel()) == ("token", "head · channel")
+
+
+def test_nb06_state_stored_after_the_jump_draws_chunks_by_state_entries(capsys):
+    from mamba2_tile.course.checks.fwd_pass_state import check_fwd_pass_state_simple
+    from test_checks_fwd_pass_state import simple_stores_after
+
+    assert not check_fwd_pass_state_simple(simple_stores_after, device="cpu")
+    ax = only_axes()
+    assert (ax.get_ylabel(), ax.get_xlabel()) == ("chunk", "channel · state")
+    assert "max over batch, head" in ax.get_title()

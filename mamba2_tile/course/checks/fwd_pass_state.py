@@ -119,9 +119,20 @@ def _hint(got_states, got_final, x, B, dt, dA_cumsum, h0):
             "w_i = exp(dA_last - dA_i) * dt_i.")
 
 
-def _compare(name, label, got, expected, tol, hint):
+# The two outputs' axes, named for the learner, and the two drawn when one is wrong: the state's
+# entries (channel by state) along x, the chunk (or head) it belongs to along y.
+_AXES = {
+    "chunk_states": (("batch", "head", "chunk", "channel", "state"),
+                     ("chunk", ("channel", "state"))),
+    "final_states": (("batch", "head", "channel", "state"), ("head", ("channel", "state"))),
+}
+
+
+def _compare(name, what, label, got, expected, tol, hint):
     scale = float(np.sqrt(np.mean(expected ** 2))) if expected.size else 0.0
-    return compare(f"{name}, {label}", got, expected, rtol=tol, atol=tol * scale, hint=hint)
+    axes, picture = _AXES[what]
+    return compare(f"{name} {what}, {label}", got, expected, rtol=tol, atol=tol * scale,
+                   hint=hint, axes=axes, picture=picture)
 
 
 def _run(name, kernel, cases, tiled, device):
@@ -153,7 +164,7 @@ def _run(name, kernel, cases, tiled, device):
         tol = tolerances[dtype]
         for what, got, exp in [("chunk_states", chunk_states, expected[0]),
                                ("final_states", final_states, expected[1])]:
-            if not _compare(f"{name} {what}", label, got, exp, tol, hint):
+            if not _compare(name, what, label, got, exp, tol, hint):
                 return False
     return True
 
