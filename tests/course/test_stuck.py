@@ -162,3 +162,11 @@ def test_a_solution_outside_an_exercise_is_an_error(tmp_path):
                                              ("code", f"{BEGIN}\nx = 2\n{END}")])
     with pytest.raises(ValueError, match="05_x.ipynb, cell 1: a solution block with no"):
         exercise_solutions(tmp_path)
+
+
+def test_reveal_without_the_solutions_says_where_it_looked(tmp_path, monkeypatch):
+    from mamba2_tile.course.checks import stuck
+
+    monkeypatch.setattr(stuck, "SOLUTIONS", tmp_path / "solutions")
+    with pytest.raises(FileNotFoundError, match="no solution notebooks in .*solutions"):
+        reveal("05.2")

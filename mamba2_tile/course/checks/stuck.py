@@ -12,7 +12,9 @@ The solutions are read from ``solutions/``, the notebooks the exercise versions 
 from (:mod:`mamba2_tile.course.exercises`), so what is revealed is what the course runs.
 """
 
-from mamba2_tile.course.exercises import exercise_solutions
+from mamba2_tile.course.exercises import ROOT, exercise_solutions
+
+SOLUTIONS = ROOT / "solutions"
 
 # The second hint of every exercise: where in the code the usual mistake sits, named by its line
 # or expression, without writing the answer out.
@@ -117,9 +119,19 @@ def second_hint(exercise_id):
     return SECOND_HINTS[_known(exercise_id, SECOND_HINTS)]
 
 
+def _solutions():
+    """Every exercise's solved cell; a clear error where ``solutions/`` is not there (a package
+    installed without the course's repository has none)."""
+    solutions = exercise_solutions(SOLUTIONS)
+    if not solutions:
+        raise FileNotFoundError(f"no solution notebooks in {SOLUTIONS}: reveal reads them from "
+                                "the course's repository (git clone it, then pip install -e .)")
+    return solutions
+
+
 def solution_code(exercise_id):
     """The solved cell of ``exercise_id``, read from ``solutions/``."""
-    solutions = exercise_solutions()
+    solutions = _solutions()
     return solutions[_known(exercise_id, solutions)]
 
 
@@ -130,6 +142,6 @@ def hint(exercise_id):
 
 def reveal(exercise_id):
     """Print the solution of one exercise, the whole cell as the course's solutions have it."""
-    key = _known(exercise_id, exercise_solutions())
+    key = _known(exercise_id, _solutions())
     print(f"# Solution of exercise {key}: try it yourself first, then compare.\n")
     print(solution_code(key))
