@@ -158,7 +158,8 @@ def test_wrong_token_weight_fails(capsys):
     assert not check_fwd_pass_state_tiled(tiled_weight_from_start, device="cpu")
     out = capsys.readouterr().out
     assert "❌ fwd_pass_state_tiled_kernel chunk_states, float32" in out
-    assert "at [batch 0, head 0, chunk 1, channel 0, state 0]" in out                    # chunk 0 is the zero state: still right
+    # chunk 0 is the zero state: still right
+    assert "at [batch 0, head 0, chunk 1, channel 0, state 0]" in out
     assert "weight exp(dA_last - dA_i) * dt_i" in out
 
 

@@ -3,6 +3,7 @@ axes named in the learner's terms, drawn for a wrong answer only, on a headless 
 chosen in conftest.py). The exercises' own checks are fed real mistakes and the picture's
 labels and pattern are read back."""
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -95,6 +96,7 @@ def test_compare_draws_one_picture_for_a_wrong_answer(capsys):
     ax = only_axes()
     assert (ax.get_ylabel(), ax.get_xlabel()) == ("token", "channel")
     assert ax.get_title().startswith("where y is wrong")
+    assert matplotlib.get_backend().lower() == "agg"            # drawn headless
 
 
 def test_compare_draws_nothing_for_a_wrong_shape_or_without_a_picture(capsys):

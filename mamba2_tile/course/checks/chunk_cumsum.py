@@ -172,10 +172,12 @@ CHUNK_PICTURE = ("head", ("chunk", "position in chunk"))
 def _report(name, label, got_dA, got_dt, expected, dt, A, seqlen, dA_hint=None, dt_hint=None):
     exp_dA, exp_dt = expected
     if not compare(f"{name} dt_out, {label}", got_dt, exp_dt, **_tolerances(exp_dt),
-                   hint=dt_hint or _dt_hint(got_dt, seqlen), axes=CHUNK_AXES, picture=CHUNK_PICTURE):
+                   hint=dt_hint or _dt_hint(got_dt, seqlen), axes=CHUNK_AXES,
+                   picture=CHUNK_PICTURE):
         return False
     return compare(f"{name} dA_cumsum, {label}", got_dA, exp_dA, **_tolerances(exp_dA),
-                   hint=dA_hint or _dA_hint(got_dA, dt, A, seqlen), axes=CHUNK_AXES, picture=CHUNK_PICTURE)
+                   hint=dA_hint or _dA_hint(got_dA, dt, A, seqlen), axes=CHUNK_AXES,
+                   picture=CHUNK_PICTURE)
 
 
 @exercise("05.1")

@@ -48,7 +48,7 @@ def error_map(got, expected, wrong, axes, rows, cols):
 
 
 def plot_error(what, got, expected, wrong, axes, rows, cols):
-    """A small heat-map of where ``what`` is wrong, over ``rows`` × ``cols``; returns the figure."""
+    """A small heat-map of where ``what`` is wrong, over ``rows`` × ``cols``; returns it."""
     errors, not_finite, reduced = error_map(got, expected, wrong, axes, rows, cols)
     cmap = plt.get_cmap("Reds").with_extremes(bad=BAD_COLOUR)
     fig, ax = plt.subplots(figsize=(4.6, 3.4), dpi=DPI)
