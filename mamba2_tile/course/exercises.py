@@ -32,25 +32,76 @@ STUB = 'raise NotImplementedError("Exercise: write your code here")'
 _MARKER = re.compile(r"^(\s*)(### BEGIN SOLUTION|### END SOLUTION)\s*$")
 
 
-def strip_solutions(source, where="cell"):
-    """Replace each BEGIN/END SOLUTION block in ``source`` by a stub; return the new source."""
-    out, indent = [], None
+def _marked_lines(source, where="cell"):
+    """Each line of ``source`` with its role and the indentation of the block it is in:
+    ``("begin", indent, line)`` and ``("end", indent, line)`` for the markers, ``"solution"``
+    inside a block, ``"code"`` outside. Markers that do not pair up raise ValueError."""
+    indent = None
     for number, line in enumerate(source.splitlines(keepends=True), start=1):
         marker = _MARKER.match(line.rstrip("\n"))
         if marker and marker.group(2) == BEGIN:
             if indent is not None:
                 raise ValueError(f"{where}, line {number}: {BEGIN} inside another solution")
             indent = marker.group(1)
-            out.append(f"{indent}{STUB}\n")
+            yield "begin", indent, line
         elif marker:
             if indent is None:
                 raise ValueError(f"{where}, line {number}: {END} without {BEGIN}")
+            yield "end", indent, line
             indent = None
-        elif indent is None:
-            out.append(line)
+        else:
+            yield ("code" if indent is None else "solution"), indent, line
     if indent is not None:
         raise ValueError(f"{where}: {BEGIN} is never closed by {END}")
+
+
+def strip_solutions(source, where="cell"):
+    """Replace each BEGIN/END SOLUTION block in ``source`` by a stub; return the new source."""
+    out = []
+    for role, indent, line in _marked_lines(source, where):
+        if role == "begin":
+            out.append(f"{indent}{STUB}\n")
+        elif role == "code":
+            out.append(line)
     return "".join(out).rstrip("\n")
+
+
+def solved_source(source, where="cell"):
+    """``source`` with its solutions in place and the marker lines dropped: the cell as a
+    learner who solved the exercise would have written it."""
+    return "".join(line for role, _, line in _marked_lines(source, where)
+                   if role in ("code", "solution")).rstrip("\n")
+
+
+# "### Exercise 2: ...", "### Exercise 1 — `segsum`": the heading that opens an exercise.
+_EXERCISE_HEADING = re.compile(r"^#+ Exercise (\d+)\b", re.MULTILINE)
+
+
+def exercise_solutions(solutions=ROOT / "solutions"):
+    """Map each exercise's id to its solved cell: ``{"05.2": source, ...}``.
+
+    The id is the notebook's number and the exercise's, "05.2" for notebook 05's Exercise 2: the
+    exercise is the first code cell holding a solution block after a markdown cell headed
+    "Exercise 2". A solution block outside any exercise raises ValueError, so that every one
+    can be revealed.
+    """
+    found = {}
+    for path in sorted(solutions.glob("*.ipynb")):
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+        number, current = path.name.split("_", 1)[0], None
+        for index, cell in enumerate(notebook["cells"]):
+            source = "".join(cell["source"])
+            if cell["cell_type"] == "markdown":
+                heading = _EXERCISE_HEADING.search(source)
+                current = heading.group(1) if heading else current
+            elif cell["cell_type"] == "code" and any(
+                    role == "begin" for role, _, _ in _marked_lines(source)):
+                if current is None:
+                    raise ValueError(f"{path.name}, cell {index}: a solution block with no "
+                                     "'Exercise N' heading before it")
+                found[f"{number}.{current}"] = solved_source(source, f"{path.name}, cell {index}")
+                current = None
+    return found
 
 
 def exercise_notebook(solution):

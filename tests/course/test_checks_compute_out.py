@@ -9,7 +9,7 @@ from mamba2_tile.course.checks import compute_out as checks
 from mamba2_tile.cost import interaction_matrix_bytes
 from mamba2_tile.tile import ct
 
-ZERO = ct.PaddingMode.ZERO
+from compute_out_kernels import chunk_kernel, chunk_kernel_without_mask, mma_kernel, mma_without_dt
 
 
 # --- the byte count -------------------------------------------------------------------------
@@ -52,51 +52,6 @@ def test_each_mistake_gets_its_hint(switches, words):
 
 # --- the kernel with one block per (batch, chunk, head) --------------------------------------
 
-@ct.function
-def chunk_body(x, dt, dA_cumsum, B, C, chunk_states, D, y, CHUNK_SIZE, HEADDIM, DSTATE, CAUSAL):
-    """One (batch, chunk, head) block; ``CAUSAL=False`` is the learner's bug of a missing mask."""
-    b, c, h = ct.bid(0), ct.bid(1), ct.bid(2)
-    g = h // (x.shape[2] // B.shape[2])
-    x_c = ct.reshape(ct.load(x, (b, c, h, 0), (1, CHUNK_SIZE, 1, HEADDIM), padding_mode=ZERO),
-                     (CHUNK_SIZE, HEADDIM)).astype(ct.float32)
-    B_c = ct.reshape(ct.load(B, (b, c, g, 0), (1, CHUNK_SIZE, 1, DSTATE), padding_mode=ZERO),
-                     (CHUNK_SIZE, DSTATE)).astype(ct.float32)
-    C_c = ct.reshape(ct.load(C, (b, c, g, 0), (1, CHUNK_SIZE, 1, DSTATE), padding_mode=ZERO),
-                     (CHUNK_SIZE, DSTATE)).astype(ct.float32)
-    dt_c = ct.reshape(ct.load(dt, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)), (1, CHUNK_SIZE))
-    dA_c = ct.load(dA_cumsum, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE))
-    dA_i, dA_j = ct.reshape(dA_c, (CHUNK_SIZE, 1)), ct.reshape(dA_c, (1, CHUNK_SIZE))
-    h_enter = ct.reshape(ct.load(chunk_states, (b, h, c, 0, 0), (1, 1, 1, HEADDIM, DSTATE),
-                                 padding_mode=ZERO), (HEADDIM, DSTATE))
-    inter = ct.sum(ct.reshape(C_c, (CHUNK_SIZE, 1, DSTATE))
-                   * ct.reshape(h_enter, (1, HEADDIM, DSTATE)), axis=2) * ct.exp(dA_i)
-    scores = ct.sum(ct.reshape(C_c, (CHUNK_SIZE, 1, DSTATE))
-                    * ct.reshape(B_c, (1, CHUNK_SIZE, DSTATE)), axis=2)
-    weights = scores * ct.exp(ct.minimum(dA_i - dA_j, 0.0)) * dt_c
-    if CAUSAL:
-        i = ct.reshape(ct.arange(CHUNK_SIZE, dtype=ct.int32), (CHUNK_SIZE, 1))
-        j = ct.reshape(ct.arange(CHUNK_SIZE, dtype=ct.int32), (1, CHUNK_SIZE))
-        weights = ct.where(i >= j, weights, 0.0)
-    intra = ct.sum(ct.reshape(weights, (CHUNK_SIZE, CHUNK_SIZE, 1))
-                   * ct.reshape(x_c, (1, CHUNK_SIZE, HEADDIM)), axis=1)
-    y_c = inter + intra + ct.reshape(ct.load(D, (h,), (1,)), (1, 1)) * x_c
-    ct.store(y, (b, c, h, 0), ct.reshape(y_c.astype(y.dtype), (1, CHUNK_SIZE, 1, HEADDIM)))
-
-
-@ct.kernel
-def chunk_kernel(x, dt, dA_cumsum, B, C, chunk_states, D, y,
-                 CHUNK_SIZE: ct.Constant[int], HEADDIM: ct.Constant[int], DSTATE: ct.Constant[int]):
-    chunk_body(x, dt, dA_cumsum, B, C, chunk_states, D, y, CHUNK_SIZE, HEADDIM, DSTATE, True)
-
-
-@ct.kernel
-def chunk_kernel_without_mask(x, dt, dA_cumsum, B, C, chunk_states, D, y,
-                              CHUNK_SIZE: ct.Constant[int], HEADDIM: ct.Constant[int],
-                              DSTATE: ct.Constant[int]):
-    # The bug: no causal mask, so every position also reads the chunk's future.
-    chunk_body(x, dt, dA_cumsum, B, C, chunk_states, D, y, CHUNK_SIZE, HEADDIM, DSTATE, False)
-
-
 @ct.kernel
 def chunk_kernel_stub(x, dt, dA_cumsum, B, C, chunk_states, D, y,
                       CHUNK_SIZE: ct.Constant[int], HEADDIM: ct.Constant[int],
@@ -125,60 +80,6 @@ def test_chunk_check_unfinished(capsys):
 
 # --- the tensor-core kernel, one block per (batch, chunk, head, headdim tile) -----------------
 
-@ct.function
-def mma_body(x, dt, dA_cumsum, B, C, chunk_states, D, z, y, CHUNK_SIZE, BLOCK_P, DSTATE, HAS_Z,
-             WEIGHT_BY_DT):
-    """One (batch, chunk, head, headdim tile) block; ``WEIGHT_BY_DT=False`` is the learner's bug
-    of scores not weighted by ``dt_j``."""
-    nchunks = dA_cumsum.shape[2]
-    b, c, h, p = ct.bid(0) // nchunks, ct.bid(0) % nchunks, ct.bid(1), ct.bid(2)
-    g = h // (x.shape[2] // B.shape[2])
-    x_c = ct.reshape(ct.load(x, (b, c, h, p), (1, CHUNK_SIZE, 1, BLOCK_P), padding_mode=ZERO),
-                     (CHUNK_SIZE, BLOCK_P))
-    B_c = ct.reshape(ct.load(B, (b, c, g, 0), (1, CHUNK_SIZE, 1, DSTATE), padding_mode=ZERO),
-                     (CHUNK_SIZE, DSTATE))
-    C_c = ct.reshape(ct.load(C, (b, c, g, 0), (1, CHUNK_SIZE, 1, DSTATE), padding_mode=ZERO),
-                     (CHUNK_SIZE, DSTATE))
-    dA = ct.load(dA_cumsum, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE))
-    dA_i, dA_j = ct.reshape(dA, (CHUNK_SIZE, 1)), ct.reshape(dA, (1, CHUNK_SIZE))
-    h_enter = ct.reshape(ct.load(chunk_states, (b, h, c, p, 0), (1, 1, 1, BLOCK_P, DSTATE),
-                                 padding_mode=ZERO), (BLOCK_P, DSTATE)).astype(C.dtype)
-    acc = ct.mma(C_c, ct.transpose(h_enter), ct.zeros((CHUNK_SIZE, BLOCK_P), dtype=ct.float32))
-    acc = acc * ct.exp(dA_i)
-    scores = ct.mma(C_c, ct.transpose(B_c), ct.zeros((CHUNK_SIZE, CHUNK_SIZE), dtype=ct.float32))
-    scores = scores * ct.exp(ct.minimum(dA_i - dA_j, 0.0))
-    if WEIGHT_BY_DT:
-        scores = scores * ct.reshape(ct.load(dt, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)),
-                                     (1, CHUNK_SIZE))
-    rows = ct.reshape(ct.arange(CHUNK_SIZE, dtype=ct.int32), (CHUNK_SIZE, 1))
-    cols = ct.reshape(ct.arange(CHUNK_SIZE, dtype=ct.int32), (1, CHUNK_SIZE))
-    scores = ct.where(rows >= cols, scores, 0.0)
-    acc = ct.mma(scores.astype(x.dtype), x_c, acc)
-    acc = acc + x_c.astype(ct.float32) * ct.reshape(ct.load(D, (h,), (1,)), (1, 1))
-    if HAS_Z:
-        z_c = ct.reshape(ct.load(z, (b, c, h, p), (1, CHUNK_SIZE, 1, BLOCK_P), padding_mode=ZERO),
-                         (CHUNK_SIZE, BLOCK_P)).astype(ct.float32)
-        acc = acc * z_c / (1.0 + ct.exp(-z_c))
-    ct.store(y, (b, c, h, p), ct.reshape(acc.astype(y.dtype), (1, CHUNK_SIZE, 1, BLOCK_P)))
-
-
-@ct.kernel
-def mma_kernel(x, dt, dA_cumsum, B, C, chunk_states, D, z, y,
-               CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int], DSTATE: ct.Constant[int],
-               HAS_Z: ct.Constant[bool]):
-    mma_body(x, dt, dA_cumsum, B, C, chunk_states, D, z, y, CHUNK_SIZE, BLOCK_P, DSTATE, HAS_Z,
-             True)
-
-
-@ct.kernel
-def mma_kernel_without_dt(x, dt, dA_cumsum, B, C, chunk_states, D, z, y,
-                          CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
-                          DSTATE: ct.Constant[int], HAS_Z: ct.Constant[bool]):
-    # The bug: the scores are not weighted by dt_j.
-    mma_body(x, dt, dA_cumsum, B, C, chunk_states, D, z, y, CHUNK_SIZE, BLOCK_P, DSTATE, HAS_Z,
-             False)
-
-
 @ct.kernel
 def mma_kernel_stub(x, dt, dA_cumsum, B, C, chunk_states, D, z, y,
                     CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
@@ -194,7 +95,7 @@ def test_mma_check_passes_a_correct_kernel(capsys):
 
 
 def test_mma_check_catches_a_missing_dt_weight(capsys):
-    assert not checks.check_compute_out_mma(mma_kernel_without_dt)
+    assert not checks.check_compute_out_mma(mma_without_dt)
     out = capsys.readouterr().out
     assert "❌ compute_out_mma_kernel" in out and "   at [batch 0, token " in out
     assert "Hint: each input position j must be weighted by its step dt[j]" in out

@@ -139,7 +139,7 @@ def test_storing_the_state_after_the_jump_fails(capsys):
     assert not check_fwd_pass_state_simple(simple_stores_after, device="cpu")
     out = capsys.readouterr().out
     assert "❌ fwd_pass_state_simple_kernel chunk_states, float32" in out
-    assert "at [0, 0, 0, 0, 0]: got" in out and "expected 0.0" in out
+    assert "at [batch 0, head 0, chunk 0, channel 0, state 0]: got" in out and "expected 0.0" in out
     assert "store it before the update" in out
 
 
@@ -158,7 +158,8 @@ def test_wrong_token_weight_fails(capsys):
     assert not check_fwd_pass_state_tiled(tiled_weight_from_start, device="cpu")
     out = capsys.readouterr().out
     assert "❌ fwd_pass_state_tiled_kernel chunk_states, float32" in out
-    assert "at [0, 0, 1, 0, 0]" in out                    # chunk 0 is the zero state: still right
+    # chunk 0 is the zero state: still right
+    assert "at [batch 0, head 0, chunk 1, channel 0, state 0]" in out
     assert "weight exp(dA_last - dA_i) * dt_i" in out
 
 
@@ -166,7 +167,7 @@ def test_missing_state_decay_fails(capsys):
     assert not check_fwd_pass_state_mma(mma_no_decay, device="cpu")
     out = capsys.readouterr().out
     assert "❌ fwd_pass_state_mma_kernel chunk_states, float16" in out
-    assert "at [0, 0, 2, " in out
+    assert "at [batch 0, head 0, chunk 2, " in out
     assert "multiply it by exp(dA_last)" in out
 
 

@@ -75,7 +75,7 @@ def test_step_fails_a_plausible_mistake_and_names_it(capsys, wrong, hint):
     assert not check_ssd_step(wrong)
     out = capsys.readouterr().out
     assert "❌" in out
-    assert "   at [0, " in out                     # the differing positions are listed
+    assert "   at [trial 0, " in out                     # the differing positions, named
     assert hint in out
 
 
@@ -110,7 +110,7 @@ def test_scan_fails_a_plausible_mistake_and_names_it(capsys, wrong, hint):
     assert not check_ssd_scan(wrong)
     out = capsys.readouterr().out
     assert "❌ y:" in out
-    assert "   at [0, " in out
+    assert "   at [batch 0, token " in out
     assert hint in out
 
 

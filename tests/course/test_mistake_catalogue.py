@@ -8,12 +8,18 @@ cuTile (and the interpreter) read a kernel's source, so the kernels are defined 
 
 import numpy as np
 import pytest
+import torch
 
+from mamba2_tile import reference
+from mamba2_tile.course.checks import chunk_cumsum as chunk_cumsum_checks
 from mamba2_tile.course.checks import chunked, compute_out, primer
 from mamba2_tile.course.checks.chunk_cumsum import check_chunk_cumsum_heads
 from mamba2_tile.course.checks.quadratic import (QUADRATIC_MISTAKES, SEGSUM_MISTAKES, check_segsum,
                                                   check_ssd_quadratic_single_head)
 from mamba2_tile.tile import ct
+
+from compute_out_kernels import (mma_decay_without_exp, mma_inter_decay_without_exp,
+                                 mma_strict_mask)
 
 ZERO = ct.PaddingMode.ZERO
 
@@ -318,75 +324,6 @@ def test_nb03_ex3_every_catalogue_entry_is_reachable(capsys, entry):
 
 # --- notebook 07, Exercise 3: the tensor-core compute_out kernel ------------------------------
 
-@ct.function
-def mma_body(x, dt, dA_cumsum, B, C, chunk_states, D, z, y, CHUNK_SIZE, BLOCK_P, DSTATE, HAS_Z,
-             DIAGONAL, DECAY_EXP, INTER_EXP):
-    """The notebook's solution; ``DIAGONAL=False`` is the strict mask ``rows > cols``,
-    ``DECAY_EXP=False`` the intra-chunk decay and ``INTER_EXP=False`` the inter-chunk decay
-    without its ``ct.exp``."""
-    nchunks = dA_cumsum.shape[2]
-    b, c = ct.bid(0) // nchunks, ct.bid(0) % nchunks
-    h, p = ct.bid(1), ct.bid(2)
-    g = h // (x.shape[2] // B.shape[2])
-    x_c = ct.reshape(ct.load(x, (b, c, h, p), (1, CHUNK_SIZE, 1, BLOCK_P), padding_mode=ZERO),
-                     (CHUNK_SIZE, BLOCK_P))
-    B_c = ct.reshape(ct.load(B, (b, c, g, 0), (1, CHUNK_SIZE, 1, DSTATE), padding_mode=ZERO),
-                     (CHUNK_SIZE, DSTATE))
-    C_c = ct.reshape(ct.load(C, (b, c, g, 0), (1, CHUNK_SIZE, 1, DSTATE), padding_mode=ZERO),
-                     (CHUNK_SIZE, DSTATE))
-    dt_j = ct.reshape(ct.load(dt, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)), (1, CHUNK_SIZE))
-    dA = ct.load(dA_cumsum, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE))
-    dA_i, dA_j = ct.reshape(dA, (CHUNK_SIZE, 1)), ct.reshape(dA, (1, CHUNK_SIZE))
-    h_enter = ct.reshape(ct.load(chunk_states, (b, h, c, p, 0), (1, 1, 1, BLOCK_P, DSTATE),
-                                 padding_mode=ZERO), (BLOCK_P, DSTATE)).astype(C.dtype)
-    acc = ct.mma(C_c, ct.transpose(h_enter), ct.zeros((CHUNK_SIZE, BLOCK_P), dtype=ct.float32))
-    if INTER_EXP:
-        acc = acc * ct.exp(dA_i)
-    else:
-        acc = acc * dA_i
-    scores = ct.mma(C_c, ct.transpose(B_c), ct.zeros((CHUNK_SIZE, CHUNK_SIZE), dtype=ct.float32))
-    rows = ct.reshape(ct.arange(CHUNK_SIZE, dtype=ct.int32), (CHUNK_SIZE, 1))
-    cols = ct.reshape(ct.arange(CHUNK_SIZE, dtype=ct.int32), (1, CHUNK_SIZE))
-    decay = ct.minimum(dA_i - dA_j, 0.0)
-    if DECAY_EXP:
-        decay = ct.exp(decay)
-    if DIAGONAL:
-        scores = ct.where(rows >= cols, scores * decay * dt_j, 0.0)
-    else:
-        scores = ct.where(rows > cols, scores * decay * dt_j, 0.0)
-    acc = ct.mma(scores.astype(x.dtype), x_c, acc)
-    acc = acc + x_c.astype(ct.float32) * ct.reshape(ct.load(D, (h,), (1,)), (1, 1))
-    if HAS_Z:
-        z_c = ct.reshape(ct.load(z, (b, c, h, p), (1, CHUNK_SIZE, 1, BLOCK_P), padding_mode=ZERO),
-                         (CHUNK_SIZE, BLOCK_P)).astype(ct.float32)
-        acc = acc * z_c / (1.0 + ct.exp(-z_c))
-    ct.store(y, (b, c, h, p), ct.reshape(acc.astype(y.dtype), (1, CHUNK_SIZE, 1, BLOCK_P)))
-
-
-@ct.kernel
-def mma_strict_mask(x, dt, dA_cumsum, B, C, chunk_states, D, z, y,
-                    CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
-                    DSTATE: ct.Constant[int], HAS_Z: ct.Constant[bool]):
-    mma_body(x, dt, dA_cumsum, B, C, chunk_states, D, z, y, CHUNK_SIZE, BLOCK_P, DSTATE, HAS_Z,
-             False, True, True)
-
-
-@ct.kernel
-def mma_decay_without_exp(x, dt, dA_cumsum, B, C, chunk_states, D, z, y,
-                          CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
-                          DSTATE: ct.Constant[int], HAS_Z: ct.Constant[bool]):
-    mma_body(x, dt, dA_cumsum, B, C, chunk_states, D, z, y, CHUNK_SIZE, BLOCK_P, DSTATE, HAS_Z,
-             True, False, True)
-
-
-@ct.kernel
-def mma_inter_decay_without_exp(x, dt, dA_cumsum, B, C, chunk_states, D, z, y,
-                                CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
-                                DSTATE: ct.Constant[int], HAS_Z: ct.Constant[bool]):
-    mma_body(x, dt, dA_cumsum, B, C, chunk_states, D, z, y, CHUNK_SIZE, BLOCK_P, DSTATE, HAS_Z,
-             True, True, False)
-
-
 @pytest.mark.parametrize("mistake, diagnosis", [
     (mma_strict_mask, "the causal mask leaves out the diagonal"),
     (mma_decay_without_exp, "the intra-chunk decay is the exponent without its exp"),
@@ -395,3 +332,74 @@ def mma_inter_decay_without_exp(x, dt, dA_cumsum, B, C, chunk_states, D, z, y,
 def test_nb07_ex3_mistake_is_named(capsys, mistake, diagnosis):
     assert not compute_out.check_compute_out_mma(mistake, device="cpu")
     assert diagnosis in capsys.readouterr().out
+
+
+# --- notebook 04: every catalogue entry, fed to the check's diagnosis -------------------------
+# (A kernel per entry would only re-type the wrong answer; the entries that a kernel is written
+# for above go through the check itself.)
+
+@pytest.mark.parametrize("entry", range(len(primer.ROW_SUM_MISTAKES)))
+def test_nb04_ex1_every_catalogue_entry_is_reachable(entry):
+    wrong_answer, diagnosis = primer.ROW_SUM_MISTAKES[entry]
+    x = np.random.default_rng(0).standard_normal((37, 50))
+    got = np.asarray(wrong_answer(x, 8, 64), dtype=np.float32)
+    assert primer._row_sum_hint(got, x, x.sum(axis=1), 8, 64) == diagnosis
+
+
+@pytest.mark.parametrize("entry", range(len(primer.CUMSUM_MISTAKES)))
+def test_nb04_ex2_every_catalogue_entry_is_reachable(entry):
+    wrong_answer, diagnosis = primer.CUMSUM_MISTAKES[entry]
+    x = np.random.default_rng(1).standard_normal(100)
+    expected = np.pad(x, (0, 28)).reshape(-1, 32).cumsum(axis=1).reshape(-1)[:100]
+    got = np.asarray(wrong_answer(x, expected), dtype=np.float32)
+    assert primer._cumsum_hint(got, x, expected) == diagnosis
+
+
+@pytest.mark.parametrize("entry", range(len(primer.MATMUL_MISTAKES)))
+def test_nb04_ex3_every_catalogue_entry_is_reachable(entry):
+    wrong_answer, diagnosis = primer.MATMUL_MISTAKES[entry]
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((100, 72)).astype(np.float16).astype(np.float64)
+    b = rng.standard_normal((72, 48)).astype(np.float16).astype(np.float64)
+    got = np.asarray(wrong_answer(a, b, 16), dtype=np.float32)
+    assert primer._matmul_hint(got, a, b, 16) == diagnosis
+
+
+# --- notebook 05: every catalogue entry, fed to the check's diagnosis -------------------------
+
+def _nb05_inputs(softplus=False):
+    rng = np.random.default_rng(55)
+    low, high = (-3.0, 1.0) if softplus else (0.05, 0.5)
+    dt = rng.uniform(low, high, (2, 45, 6)).astype(np.float32).astype(np.float64)
+    A = -rng.uniform(0.5, 2.0, 6).astype(np.float32).astype(np.float64)
+    return dt, A
+
+
+@pytest.mark.parametrize("entry", range(len(chunk_cumsum_checks.DA_CUMSUM_MISTAKES)))
+def test_nb05_dA_cumsum_every_catalogue_entry_is_reachable(entry):
+    wrong_answer, diagnosis = chunk_cumsum_checks.DA_CUMSUM_MISTAKES[entry]
+    dt, A = _nb05_inputs()
+    dt_chunks = reference.chunk_cumsum(dt, np.zeros_like(A), 16)[1]
+    got = torch.tensor(wrong_answer(dt_chunks, A))
+    assert chunk_cumsum_checks._dA_hint(got, dt, A, seqlen=45) == diagnosis
+
+
+@pytest.mark.parametrize("output", [0, 1])            # dA_cumsum, dt_out
+@pytest.mark.parametrize("entry", range(len(chunk_cumsum_checks.HEADS_MISTAKES)))
+def test_nb05_ex2_every_catalogue_entry_is_reachable(entry, output):
+    wrong_answer, diagnosis = chunk_cumsum_checks.HEADS_MISTAKES[entry]
+    dt, A = _nb05_inputs()
+    expected = reference.chunk_cumsum(dt, A, 16)[output]
+    got = wrong_answer(expected, 3)
+    assert chunk_cumsum_checks._heads_hint(got, expected, 3) == diagnosis
+
+
+@pytest.mark.parametrize("entry", range(len(chunk_cumsum_checks.FULL_DT_MISTAKES)))
+def test_nb05_ex3_every_catalogue_entry_is_reachable(entry):
+    wrong_answer, diagnosis = chunk_cumsum_checks.FULL_DT_MISTAKES[entry]
+    dt, _ = _nb05_inputs(softplus=True)
+    bias = np.random.default_rng(56).uniform(-0.5, 0.5, 6)
+    prepared = wrong_answer(dt, bias, True, (0.3, 0.9))
+    padded = np.pad(prepared, [(0, 0), (0, 3), (0, 0)])                  # 45 -> 3 chunks of 16
+    got = torch.tensor(padded.reshape(2, 3, 16, 6).transpose(0, 3, 1, 2))  # (b, h, c, s)
+    assert chunk_cumsum_checks._full_hint(got, dt, bias, True, (0.3, 0.9), 45) == diagnosis

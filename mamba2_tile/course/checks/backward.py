@@ -9,7 +9,7 @@ reverse, and a decay that is missing or taken from the wrong token / chunk.
 
 import numpy as np
 
-from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare
+from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare, exercise
 from mamba2_tile.reference_backward import bwd_pass_state, ssd_recurrent_backward
 
 
@@ -92,6 +92,7 @@ STATE_CASES = [
 ]
 
 
+@exercise("11.1")
 def check_recurrent_state_gradient(recurrent_state_gradient):
     """``recurrent_state_gradient(dy, x, dt, A, B, C) -> (dh, dx)`` against the package."""
     rng = np.random.default_rng(11)
@@ -111,7 +112,9 @@ def check_recurrent_state_gradient(recurrent_state_gradient):
         expected_dh = state_gradients(dy, dt, A, C)
         dh = np.asarray(dh)
         if not compare(f"dh, {label}", dh, expected_dh,
-                       hint=_state_gradient_hint(dh, dy, dt, A, C, expected_dh)):
+                       hint=_state_gradient_hint(dh, dy, dt, A, C, expected_dh),
+                       axes=("token", "channel", "state"),
+                       picture=("token", ("channel", "state"))):
             if dh.shape == expected_dh.shape:
                 print("   " + _listed(_wrong_along_first_axis(dh, expected_dh),
                                       "wrong at tokens") + f" (of 0..{seqlen - 1}; the first "
@@ -121,7 +124,8 @@ def check_recurrent_state_gradient(recurrent_state_gradient):
                                              _one(B), _one(C)).dx[0, :, 0]
         dx = np.asarray(dx)
         if not compare(f"dx, {label}", dx, expected_dx,
-                       hint=_dx_hint(dx, expected_dh, B, expected_dx)):
+                       hint=_dx_hint(dx, expected_dh, B, expected_dx),
+                       axes=("token", "channel"), picture=("token", "channel")):
             if dx.shape == expected_dx.shape:
                 print("   " + _listed(_wrong_along_first_axis(dx, expected_dx),
                                       "wrong at tokens") + ".")
@@ -181,6 +185,7 @@ CHUNK_CASES = [
 ]
 
 
+@exercise("11.2")
 def check_bwd_pass_state(bwd_pass_state_single_head):
     """``bwd_pass_state_single_head(dy, C, dA_cumsum, dfinal_state)`` against the package."""
     rng = np.random.default_rng(12)
@@ -201,7 +206,9 @@ def check_bwd_pass_state(bwd_pass_state_single_head):
         got = np.asarray(got)
         label = f"bwd_pass_state_single_head, nchunks={nchunks} chunk_size={chunk_size}"
         if not compare(label, got, expected,
-                       hint=_chunk_hint(got, dy, C, dA, dfinal, expected)):
+                       hint=_chunk_hint(got, dy, C, dA, dfinal, expected),
+                       axes=("chunk", "channel", "state"),
+                       picture=("chunk", ("channel", "state"))):
             if got.shape == expected.shape:
                 print("   " + _listed(_wrong_along_first_axis(got, expected), "wrong at chunks")
                       + f" (of 0..{nchunks - 1}; the first index above is the chunk).")

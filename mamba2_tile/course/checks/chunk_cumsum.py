@@ -21,7 +21,8 @@ import numpy as np
 import torch
 
 from mamba2_tile import dispatch, reference
-from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare, launch_exercise
+from mamba2_tile.course.checks.feedback import (NOT_DONE, attempt, compare, exercise,
+                                                 launch_exercise)
 from mamba2_tile.kernels.launching import cdiv
 
 # Stage 1 computes in float32 from inputs exactly representable in float32, whatever their
@@ -61,24 +62,38 @@ def _close(got, candidate):
     return got.shape == candidate.shape and np.allclose(got, candidate, rtol=1e-4, atol=1e-4)
 
 
+def _terms(dt_chunks, A):
+    """dt * A in the output layout (batch, head, chunk, position)."""
+    return dt_chunks * A[None, :, None, None]
+
+
+# Exercise 1's catalogue (and every kernel's dA_cumsum): (what a mistake stores, from the
+# padded dt in the output layout and A, the diagnosis). The first match names the mistake;
+# the general rules in _dA_hint follow.
+DA_CUMSUM_MISTAKES = [
+    (lambda dt_chunks, A: np.cumsum(dt_chunks, axis=-1),
+     "that is the running sum of dt alone: multiply each dt by its head's A first."),
+    (lambda dt_chunks, A: np.cumsum(_terms(dt_chunks, A), axis=-1) - _terms(dt_chunks, A),
+     "the sum is exclusive (shifted by one): dA_cumsum[i] includes position i "
+     "itself, which is what ct.cumsum computes."),
+    (lambda dt_chunks, A: _terms(dt_chunks, A),
+     "those are the terms dt*A, not their running sum: apply ct.cumsum along the chunk."),
+    (lambda dt_chunks, A: np.cumsum(_terms(dt_chunks, A), axis=1),
+     "the sum ran across heads: in the (CHUNK_SIZE, BLOCK_H) tile the chunk is "
+     "axis 0, so scan with ct.cumsum(tile, axis=0)."),
+    (lambda dt_chunks, A: np.cumsum(dt_chunks * A[0], axis=-1),
+     "every head used A[0]: load A at this block's head index."),
+]
+
+
 def _dA_hint(got, dt, A, seqlen):
     """Name the most likely mistake in ``dA_cumsum`` by recomputing it the wrong ways."""
     got = np.nan_to_num(_np(got), nan=1e30)
     dt_chunks = reference.chunk_cumsum(dt, np.zeros_like(A), got.shape[-1])[1]  # padded, (b,h,c,s)
-    A_ = A[None, :, None, None]
-    inclusive = np.cumsum(dt_chunks * A_, axis=-1)
-    if _close(got, np.cumsum(dt_chunks, axis=-1)):
-        return "that is the running sum of dt alone: multiply each dt by its head's A first."
-    if _close(got, inclusive - dt_chunks * A_):
-        return ("the sum is exclusive (shifted by one): dA_cumsum[i] includes position i "
-                "itself, which is what ct.cumsum computes.")
-    if _close(got, dt_chunks * A_):
-        return "those are the terms dt*A, not their running sum: apply ct.cumsum along the chunk."
-    if _close(got, np.cumsum(dt_chunks * A_, axis=1)):
-        return ("the sum ran across heads: in the (CHUNK_SIZE, BLOCK_H) tile the chunk is "
-                "axis 0, so scan with ct.cumsum(tile, axis=0).")
-    if _close(got, np.cumsum(dt_chunks * A[0], axis=-1)):
-        return "every head used A[0]: load A at this block's head index."
+    for wrong_answer, hint in DA_CUMSUM_MISTAKES:
+        if _close(got, wrong_answer(dt_chunks, A)):
+            return hint
+    inclusive = np.cumsum(_terms(dt_chunks, A), axis=-1)
     padded = np.arange(got.shape[2] * got.shape[3]).reshape(got.shape[2:]) >= seqlen
     wrong = ~np.isclose(got, inclusive, rtol=1e-4, atol=1e-4)
     if wrong.any() and np.broadcast_to(padded, got.shape)[wrong].all():
@@ -125,19 +140,47 @@ TRANSPOSE_HINT = ("the values are stored in the wrong order: the tile is (CHUNK_
                   "the element order; ct.transpose the tile before reshaping it for the store.")
 
 
-# The layout of dA_cumsum and dt_out, named for the learner.
+# Exercise 2's catalogue, for either output: (what a mistake stores, from the right output and
+# BLOCK_H, or None where it cannot be rebuilt; the diagnosis). Where nothing matches, the
+# output's own diagnosis (_dA_hint or _dt_hint) is given.
+HEADS_MISTAKES = [
+    (_stored_without_transpose, TRANSPOSE_HINT),
+]
+
+_UNWRITTEN_HEADS_HINT = ("heads from BLOCK_H on were never written: block hb owns heads "
+                         "hb*BLOCK_H ... hb*BLOCK_H + BLOCK_H - 1, so load and store at tile "
+                         "index hb.")
+
+
+def _heads_hint(got, expected, block_h):
+    """The diagnosis of a block-of-heads output, or None to fall back on the output's own."""
+    for wrong_answer, hint in HEADS_MISTAKES:
+        candidate = wrong_answer(expected, block_h)
+        if candidate is not None and _close(got, candidate):
+            return hint
+    if got.shape == expected.shape and np.isnan(got[:, block_h:]).any():
+        return _UNWRITTEN_HEADS_HINT
+    return None
+
+
+# The layout of dA_cumsum and dt_out, named for the learner; the picture of an error lays the
+# tokens (chunk after chunk) out along x, one row per head.
 CHUNK_AXES = ("batch", "head", "chunk", "position in chunk")
+CHUNK_PICTURE = ("head", ("chunk", "position in chunk"))
 
 
 def _report(name, label, got_dA, got_dt, expected, dt, A, seqlen, dA_hint=None, dt_hint=None):
     exp_dA, exp_dt = expected
     if not compare(f"{name} dt_out, {label}", got_dt, exp_dt, **_tolerances(exp_dt),
-                   hint=dt_hint or _dt_hint(got_dt, seqlen), axes=CHUNK_AXES):
+                   hint=dt_hint or _dt_hint(got_dt, seqlen), axes=CHUNK_AXES,
+                   picture=CHUNK_PICTURE):
         return False
     return compare(f"{name} dA_cumsum, {label}", got_dA, exp_dA, **_tolerances(exp_dA),
-                   hint=dA_hint or _dA_hint(got_dA, dt, A, seqlen), axes=CHUNK_AXES)
+                   hint=dA_hint or _dA_hint(got_dA, dt, A, seqlen), axes=CHUNK_AXES,
+                   picture=CHUNK_PICTURE)
 
 
+@exercise("05.1")
 def check_chunk_cumsum_per_head(kernel, device=None):
     """One block per (batch, chunk, head): ``kernel(dt, A, dA_cumsum, dt_out, CHUNK_SIZE)``."""
     name = "chunk_cumsum_head_kernel"
@@ -159,6 +202,7 @@ def check_chunk_cumsum_per_head(kernel, device=None):
     return True
 
 
+@exercise("05.2")
 def check_chunk_cumsum_heads(kernel, device=None):
     """A block of heads per block: ``kernel(dt, A, dA_cumsum, dt_out, CHUNK_SIZE, BLOCK_H)``."""
     name = "chunk_cumsum_heads_kernel"
@@ -175,46 +219,52 @@ def check_chunk_cumsum_heads(kernel, device=None):
             return False
         expected = reference.chunk_cumsum(_np(dt), _np(A), chunk_size)
         label = f"seqlen={seqlen} nheads={nheads} chunk_size={chunk_size} BLOCK_H={block_h}"
-        hint = dt_hint = None
-        untransposed = _stored_without_transpose(expected[1], block_h)
-        if untransposed is not None and _close(_np(dt_out), untransposed):
-            dt_hint = TRANSPOSE_HINT
-        untransposed = _stored_without_transpose(expected[0], block_h)
-        if untransposed is not None and _close(_np(dA_cumsum), untransposed):
-            hint = TRANSPOSE_HINT
-        elif _np(dA_cumsum).shape == expected[0].shape and np.isnan(_np(dA_cumsum)[:, block_h:]).any():
-            hint = ("heads from BLOCK_H on were never written: block hb owns heads "
-                    "hb*BLOCK_H ... hb*BLOCK_H + BLOCK_H - 1, so load and store at tile index hb.")
         if not _report(name, label, dA_cumsum, dt_out, expected, _np(dt), _np(A), seqlen,
-                       dA_hint=hint, dt_hint=dt_hint):
+                       dA_hint=_heads_hint(_np(dA_cumsum), expected[0], block_h),
+                       dt_hint=_heads_hint(_np(dt_out), expected[1], block_h)):
             return False
     return True
+
+
+def _softplus(v):
+    return np.logaddexp(0.0, v)
+
+
+# Exercise 3's catalogue: (the dt a mistake prepares, from the raw dt (b, l, h), dt_bias, the
+# DT_SOFTPLUS flag and (DT_MIN, DT_MAX), or None where that mistake changes nothing; the
+# diagnosis). The first match names the mistake.
+FULL_DT_MISTAKES = [
+    (lambda dt, bias, softplus, limit: np.clip(dt + bias, *limit) if softplus else None,
+     "softplus is missing: when DT_SOFTPLUS, dt = log(1 + exp(dt))."),
+    (lambda dt, bias, softplus, limit: np.clip(dt, *limit) if softplus else None,
+     "softplus is missing: when DT_SOFTPLUS, dt = log(1 + exp(dt))."),
+    (lambda dt, bias, softplus, limit: np.clip(_softplus(dt), *limit) + bias if softplus else None,
+     "the bias comes first: softplus(dt + dt_bias), then the clamp."),
+    (lambda dt, bias, softplus, limit: _softplus(dt + bias) if softplus else dt + bias,
+     "the clamp is missing: dt = min(max(dt, DT_MIN), DT_MAX)."),
+    (lambda dt, bias, softplus, limit: np.clip(_softplus(dt) if softplus else dt, *limit),
+     "dt_bias is missing: when HAS_DT_BIAS, add dt_bias[h] to every dt of head h first."),
+]
 
 
 def _full_hint(got_dt, dt, dt_bias, softplus, limit, seqlen):
     """What went wrong in the dt preparation (bias -> softplus -> clamp -> zero past seqlen)."""
     got = _np(got_dt)
-    chunk = got.shape[-1]
     flat = got.transpose(0, 2, 3, 1).reshape(got.shape[0], -1, got.shape[1])   # (b, c*s, h)
     inside, tail = flat[:, :seqlen], flat[:, seqlen:]
+    # Checked first: a wrong tail says nothing about how the real positions were prepared.
     if tail.size and np.any(tail != 0) and not np.isnan(tail).any():
         return ("positions past seqlen must end with dt = 0, *after* the bias, softplus and "
                 "clamp (softplus(0 + bias) is not 0): mask them with ct.where on the position.")
-    prepared = dt + dt_bias
-    if softplus:
-        if _close(inside, np.clip(dt + dt_bias, *limit)) or _close(inside, np.clip(dt, *limit)):
-            return "softplus is missing: when DT_SOFTPLUS, dt = log(1 + exp(dt))."
-        if _close(inside, np.clip(np.logaddexp(0.0, dt), *limit) + dt_bias):
-            return "the bias comes first: softplus(dt + dt_bias), then the clamp."
-        prepared = np.logaddexp(0.0, prepared)
-    if _close(inside, prepared):
-        return "the clamp is missing: dt = min(max(dt, DT_MIN), DT_MAX)."
-    if _close(inside, np.clip(np.logaddexp(0.0, dt) if softplus else dt, *limit)):
-        return "dt_bias is missing: when HAS_DT_BIAS, add dt_bias[h] to every dt of head h first."
+    for wrong_answer, hint in FULL_DT_MISTAKES:
+        candidate = wrong_answer(dt, dt_bias, softplus, limit)
+        if candidate is not None and _close(inside, candidate):
+            return hint
     return ("dt = min(max(softplus(dt + dt_bias), DT_MIN), DT_MAX), each step only when asked, "
             "then 0 past seqlen.")
 
 
+@exercise("05.3")
 def check_chunk_cumsum(kernel, device=None):
     """The full stage, with mamba_ssm's dt options, against the reference.
 

@@ -9,7 +9,7 @@ recurrence they must reproduce.
 
 import numpy as np
 
-from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare
+from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare, exercise
 from mamba2_tile.reference import chunk_cumsum, compute_out, ssd_recurrent
 
 
@@ -53,6 +53,7 @@ def _cumsum_hint(got, dt, A, chunk_size):
     return "dA_cumsum[c, i] = dt[c*s] A + ... + dt[c*s + i] A, with dt = 0 in the padding."
 
 
+@exercise("03.1")
 def check_chunk_cumsum_single_head(chunk_cumsum_single_head):
     """``chunk_cumsum_single_head(dt, A, chunk_size)`` against the package's stage 1."""
     rng = np.random.default_rng(5)
@@ -64,7 +65,9 @@ def check_chunk_cumsum_single_head(chunk_cumsum_single_head):
             return False
         expected = chunk_cumsum(dt[None, :, None], np.array([A]), chunk_size)[0][0, 0]
         if not compare(f"chunk_cumsum_single_head, seqlen={seqlen} chunk_size={chunk_size}",
-                       got, expected, hint=_cumsum_hint(got, dt, A, chunk_size)):
+                       got, expected, hint=_cumsum_hint(got, dt, A, chunk_size),
+                       axes=("chunk", "position in chunk"),
+                       picture=("chunk", "position in chunk")):
             return False
     return True
 
@@ -123,6 +126,7 @@ def _jump_hint(got, state, x, dt, dA, B):
     return "h_next = exp(dA_last) h + sum_i exp(dA_last - dA_i) dt_i x_i ⊗ B_i."
 
 
+@exercise("03.2")
 def check_jump(jump):
     """``jump(state, x, dt, dA_cumsum, B)`` must equal running the recurrence over the chunk."""
     rng = np.random.default_rng(6)
@@ -136,7 +140,8 @@ def check_jump(jump):
             _one(x[:tokens]), _one(dt[:tokens]), np.array([A]), _one(B[:tokens]),
             _one(C[:tokens]), initial_states=state[None, None], return_final_states=True)
         label = f"jump, {tokens} tokens in a chunk of {chunk_size}"
-        if not compare(label, got, expected[0, 0], hint=_jump_hint(got, state, x, dt, dA, B)):
+        if not compare(label, got, expected[0, 0], hint=_jump_hint(got, state, x, dt, dA, B),
+                       axes=("channel", "state"), picture=("channel", "state")):
             return False
     return True
 
@@ -192,6 +197,7 @@ def _output_hint(got, x, dt, dA, B, C, h_enter):
             "with h_enter of shape (headdim, dstate).")
 
 
+@exercise("03.3")
 def check_chunk_output(chunk_output):
     """``chunk_output(x, dt, dA_cumsum, B, C, h_enter)`` against the package's stage 3."""
     rng = np.random.default_rng(7)
@@ -205,6 +211,8 @@ def check_chunk_output(chunk_output):
         expected = compute_out(_one(x), _one_chunk(dt), _one_chunk(dA), _one(B), _one(C),
                                _one_chunk(h_enter))[0, :, 0]
         label = f"chunk_output, {tokens} tokens in a chunk of {chunk_size}"
-        if not compare(label, got, expected, hint=_output_hint(got, x, dt, dA, B, C, h_enter)):
+        if not compare(label, got, expected, hint=_output_hint(got, x, dt, dA, B, C, h_enter),
+                       axes=("position in chunk", "channel"),
+                       picture=("position in chunk", "channel")):
             return False
     return True

@@ -25,7 +25,7 @@ import torch
 from mamba2_tile import dispatch, reference
 from mamba2_tile.cost import interaction_matrix_bytes
 from mamba2_tile.course.checks.feedback import (NOT_DONE, attempt, compare, compare_counts,
-                                         launch_exercise)
+                                                 exercise, launch_exercise)
 from mamba2_tile.kernels.launching import cdiv, next_power_of_2
 from mamba2_tile.tolerances import GPU_TOLERANCES, TOLERANCES
 
@@ -60,6 +60,7 @@ def _bytes_hint(got):
             "ceil(seqlen / chunk_size) chunks, bytes_per_value bytes per entry.")
 
 
+@exercise("07.1")
 def check_interaction_matrix_bytes(fn):
     """Check ``interaction_matrix_bytes(batch, seqlen, nheads, chunk_size, bytes_per_value)``."""
     return compare_counts("interaction_matrix_bytes", fn, interaction_matrix_bytes,
@@ -222,11 +223,13 @@ def _run(name, kernel, cases, make_launch, device):
                  + (" with z" if has_z else ""))
         if not compare(label, y, expected, rtol=tolerance, atol=tolerance * scale,
                        hint=_hint(y, ref_args, tolerance),
-                       axes=("batch", "token", "head", "channel")):
+                       axes=("batch", "token", "head", "channel"),
+                       picture=("token", ("head", "channel"))):
             return False
     return True
 
 
+@exercise("07.2")
 def check_compute_out_chunk(kernel, device=None):
     """One block per (batch, chunk, head), everything by broadcasting and ``ct.sum``.
 
@@ -247,6 +250,7 @@ def check_compute_out_chunk(kernel, device=None):
     return _run("compute_out_chunk_kernel", kernel, cases, make_launch, device)
 
 
+@exercise("07.3")
 def check_compute_out_mma(kernel, device=None, block_p=16):
     """Tensor cores, one block per (batch, chunk, head, headdim tile).
 

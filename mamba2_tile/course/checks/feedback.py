@@ -5,7 +5,11 @@ A check prints one verdict and returns ``True``/``False``:
 * ``✅`` the answer matches;
 * ``⏳`` the exercise still raises ``NotImplementedError`` (the state every exercise starts in);
 * ``❌`` it does not match: the shape, the first positions that differ with both values, the
-  largest error, and a hint.
+  largest error, a hint, and for the exercises where it helps a heat-map of where the answer is
+  wrong (:mod:`mamba2_tile.course.plots.errors`).
+
+A check marked with :func:`exercise` then points at the second, more specific hint and at the
+solution (:mod:`mamba2_tile.course.checks.stuck`).
 
 Checks print instead of raising so that an unfinished notebook still runs top to bottom; errors
 the learner's code raises itself (an ``IndexError``, say) are left alone, since their traceback is
@@ -16,6 +20,7 @@ Kernel exercises go through :func:`launch_exercise`, which reports an unwritten 
 real cuTile refuses to compile a ``raise`` at all.
 """
 
+import functools
 import inspect
 
 import numpy as np
@@ -24,6 +29,28 @@ from mamba2_tile.dispatch import kernel_function, launch
 
 NOT_DONE = object()
 """Returned by :func:`attempt` when the exercise is not written yet."""
+
+_FAILURES = [0]
+"""How many ❌ verdicts :func:`compare` has printed, so that :func:`exercise` can tell a wrong
+answer (worth pointing at more help) from an unwritten one."""
+
+
+def exercise(exercise_id):
+    """Mark a check as the one of exercise ``exercise_id`` (e.g. ``"07.3"``, notebook 07's
+    Exercise 3): after a wrong answer it says where the second hint and the solution are."""
+    def mark(check):
+        @functools.wraps(check)
+        def run(*args, **kwargs):
+            before = _FAILURES[0]
+            passed = check(*args, **kwargs)
+            if not passed and _FAILURES[0] > before:
+                print(f'   Stuck? hint("{exercise_id}") points at the line to look at, '
+                      f'reveal("{exercise_id}") shows the solution '
+                      "(from mamba2_tile.course.checks import hint, reveal).")
+            return passed
+        run.exercise_id = exercise_id
+        return run
+    return mark
 
 
 def attempt(name, fn, *args, **kwargs):
@@ -79,22 +106,32 @@ def _format_index(index, axes=None):
     return "[" + ", ".join(f"{axis} {int(i)}" for axis, i in zip(axes, index)) + "]"
 
 
-def compare(name, got, expected, *, atol=1e-10, rtol=1e-8, hint=None, max_listed=5, axes=None):
+def _fail(message):
+    _FAILURES[0] += 1
+    print(message)
+    return False
+
+
+def compare(name, got, expected, *, atol=1e-10, rtol=1e-8, hint=None, max_listed=5, axes=None,
+            picture=None):
     """Compare ``got`` with ``expected`` elementwise and print a verdict; return whether it passed.
 
     Equal infinities count as equal; a NaN in ``got`` never does. ``axes`` names the axes of
     the arrays (e.g. ``("batch", "head", "chunk", "position in chunk")``) so that a wrong
-    position is printed in the learner's terms rather than as bare numbers.
+    position is printed in the learner's terms rather than as bare numbers. ``picture``, a pair
+    ``(rows, columns)`` of axis names (or tuples of names, flattened together), asks for a
+    heat-map of the wrong positions over those axes when the values differ; it needs ``axes``.
     """
     if axes is not None and len(axes) != np.ndim(expected):
         raise ValueError(f"axes names {len(axes)} axes, expected has {np.ndim(expected)}")
+    if picture is not None and axes is None:
+        raise ValueError("picture names axes, so compare needs axes too")
     if got is None:
-        print(f"❌ {name}: got None. Did the function forget to `return` its result?")
-        return False
+        return _fail(f"❌ {name}: got None. Did the function forget to `return` its result?")
     got = _to_numpy(got)
     expected = _to_numpy(expected)
     if got.shape != expected.shape:
-        print(f"❌ {name}: shape {got.shape}, expected {expected.shape}.")
+        _fail(f"❌ {name}: shape {got.shape}, expected {expected.shape}.")
         if hint:
             print(f"   Hint: {hint}")
         return False
@@ -107,7 +144,7 @@ def compare(name, got, expected, *, atol=1e-10, rtol=1e-8, hint=None, max_listed
             return True
         wrong = np.argwhere(~close)
         diff = np.abs(got.astype(np.float64) - expected.astype(np.float64))
-    print(f"❌ {name}: {len(wrong)} of {got.size} values differ (shape {got.shape}).")
+    _fail(f"❌ {name}: {len(wrong)} of {got.size} values differ (shape {got.shape}).")
     for index in wrong[:max_listed]:
         i = tuple(index)
         print(f"   at {_format_index(i, axes)}: got {got[i].item()!r}, expected {expected[i].item()!r}")
@@ -122,6 +159,10 @@ def compare(name, got, expected, *, atol=1e-10, rtol=1e-8, hint=None, max_listed
               f"(allowed: {atol:g} + {rtol:g}·|expected|).")
     if hint:
         print(f"   Hint: {hint}")
+    if picture is not None:
+        # Imported here: matplotlib is needed only once an answer is wrong.
+        from mamba2_tile.course.plots.errors import plot_error
+        plot_error(name.split(",")[0], got, expected, ~close, axes, *picture)
     return False
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from mamba2_tile import dispatch, reference
-from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare
+from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare, exercise
 from mamba2_tile.tolerances import GPU_TOLERANCES, TOLERANCES
 
 
@@ -112,6 +112,7 @@ def _forward_hint(got_y, got_final, inputs, tol):
             "C, chunk_states, D=D, z=z) -> y.")
 
 
+@exercise("08.1")
 def check_ssd_forward(ssd_forward, device=None):
     """``ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, initial_states=None)``
     returning ``(y, final_states)``, against the float64 recurrence."""
@@ -163,6 +164,7 @@ def _two_parts_hint(got_y, inputs, split, tol):
             "with initial_states = part 1's final state; then torch.cat the two y on dim 1.")
 
 
+@exercise("08.2")
 def check_forward_in_two_parts(forward_in_two_parts, device=None):
     """``forward_in_two_parts(x, dt, A, B, C, chunk_size, split)`` returning
     ``(y, final_states)`` for the whole sequence, against one float64 recurrence over it."""

@@ -22,7 +22,8 @@ import numpy as np
 import torch
 
 from mamba2_tile import dispatch, reference
-from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare, launch_exercise
+from mamba2_tile.course.checks.feedback import (NOT_DONE, attempt, compare, exercise,
+                                                 launch_exercise)
 from mamba2_tile.kernels.launching import cdiv, next_power_of_2
 from mamba2_tile.tolerances import GPU_TOLERANCES, TOLERANCES
 
@@ -118,9 +119,20 @@ def _hint(got_states, got_final, x, B, dt, dA_cumsum, h0):
             "w_i = exp(dA_last - dA_i) * dt_i.")
 
 
-def _compare(name, label, got, expected, tol, hint):
+# The two outputs' axes, named for the learner, and the two drawn when one is wrong: the state's
+# entries (channel by state) along x, the chunk (or head) it belongs to along y.
+_AXES = {
+    "chunk_states": (("batch", "head", "chunk", "channel", "state"),
+                     ("chunk", ("channel", "state"))),
+    "final_states": (("batch", "head", "channel", "state"), ("head", ("channel", "state"))),
+}
+
+
+def _compare(name, what, label, got, expected, tol, hint):
     scale = float(np.sqrt(np.mean(expected ** 2))) if expected.size else 0.0
-    return compare(f"{name}, {label}", got, expected, rtol=tol, atol=tol * scale, hint=hint)
+    axes, picture = _AXES[what]
+    return compare(f"{name} {what}, {label}", got, expected, rtol=tol, atol=tol * scale,
+                   hint=hint, axes=axes, picture=picture)
 
 
 def _run(name, kernel, cases, tiled, device):
@@ -152,11 +164,12 @@ def _run(name, kernel, cases, tiled, device):
         tol = tolerances[dtype]
         for what, got, exp in [("chunk_states", chunk_states, expected[0]),
                                ("final_states", final_states, expected[1])]:
-            if not _compare(f"{name} {what}", label, got, exp, tol, hint):
+            if not _compare(name, what, label, got, exp, tol, hint):
                 return False
     return True
 
 
+@exercise("06.1")
 def check_fwd_pass_state_simple(kernel, device=None):
     """One block per (batch, head) holding the whole (headdim, dstate) state; no initial state."""
     cases = [  # batch, seqlen, nheads, headdim, ngroups, dstate, chunk, block, dtype, h0
@@ -166,6 +179,7 @@ def check_fwd_pass_state_simple(kernel, device=None):
     return _run("fwd_pass_state_simple_kernel", kernel, cases, tiled=False, device=device)
 
 
+@exercise("06.2")
 def check_fwd_pass_state_tiled(kernel, device=None):
     """Blocks own (BLOCK_P, BLOCK_N) tiles of the state; optional initial_states."""
     cases = [
@@ -175,6 +189,7 @@ def check_fwd_pass_state_tiled(kernel, device=None):
     return _run("fwd_pass_state_tiled_kernel", kernel, cases, tiled=True, device=device)
 
 
+@exercise("06.3")
 def check_fwd_pass_state_mma(kernel, device=None):
     """The tensor-core version, in float16 / bfloat16 (and float32) with per-dtype tolerances."""
     cases = [

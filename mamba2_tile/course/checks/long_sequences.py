@@ -10,7 +10,8 @@ the notebook uses after the check and compares with ``torch.autograd``.
 
 import numpy as np
 
-from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare, compare_counts
+from mamba2_tile.course.checks.feedback import (NOT_DONE, attempt, compare, compare_counts,
+                                                 exercise)
 from mamba2_tile.cost import attention_scores_bytes
 
 # --------------------------------------------------------------------------------------------
@@ -43,6 +44,7 @@ def _scores_hint(got):
     return "seqlen * seqlen * nheads * bytes_per_value: one square matrix per head."
 
 
+@exercise("10.1")
 def check_attention_scores_bytes(fn):
     """Check ``attention_scores_bytes(seqlen, nheads, bytes_per_value)``."""
     return compare_counts("attention_scores_bytes", fn, attention_scores_bytes, _SCORES_CASES,
@@ -120,6 +122,7 @@ def _backward_hint(got, case):
             "and store it as the result for chunk c.")
 
 
+@exercise("10.2")
 def check_state_pass_backward(fn):
     """Check ``state_pass_backward(decay, grad_local, grad_final)`` in float64."""
     name = "state_pass_backward"

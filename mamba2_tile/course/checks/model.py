@@ -10,7 +10,7 @@ import copy
 
 import torch
 
-from mamba2_tile.course.checks.feedback import NOT_DONE, attempt
+from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, exercise
 from mamba2_tile.layer import InferenceParams
 from mamba2_tile.model import Mamba2LM, Mamba2LMConfig
 
@@ -34,6 +34,7 @@ def _largest_change(model, before):
     return max((p.detach() - before[n]).abs().max().item() for n, p in model.named_parameters())
 
 
+@exercise("13.1")
 def check_training_step(training_step):
     """``training_step(model, optimizer, tokens) -> float`` (the loss before the update)."""
     torch.manual_seed(0)
@@ -69,6 +70,7 @@ def check_training_step(training_step):
     return True
 
 
+@exercise("13.2")
 def check_cache_bytes(cache_bytes):
     """``cache_bytes(params) -> int``: the bytes of every tensor in
     ``params.key_value_memory_dict``, for caches of two dtypes."""

@@ -11,7 +11,7 @@ the answer the usual wrong ways to name the likely mistake.
 
 import numpy as np
 
-from mamba2_tile.course.checks.feedback import compare_counts
+from mamba2_tile.course.checks.feedback import compare_counts, exercise
 from mamba2_tile.cost import chunk_states_bytes as _states_bytes, minimal_bytes
 from mamba2_tile.problem import Problem
 
@@ -65,6 +65,7 @@ def _states_hint(got):
             "x bytes_per_value.")
 
 
+@exercise("09.2")
 def check_chunk_states_bytes(fn):
     """Check ``chunk_states_bytes(batch, seqlen, nheads, headdim, dstate, chunk_size,
     bytes_per_value)``."""
@@ -130,6 +131,7 @@ def _gbps_hint(got):
             "dstate each; every value bytes_per_value bytes.")
 
 
+@exercise("09.1")
 def check_achieved_gbps(fn):
     """Check ``achieved_gbps(batch, seqlen, nheads, headdim, dstate, ngroups, bytes_per_value,
     ms)``."""

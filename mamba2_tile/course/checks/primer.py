@@ -9,7 +9,8 @@ and on the CPU tile interpreter otherwise, then compares with NumPy and explains
 import numpy as np
 import torch
 
-from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare, launch_exercise
+from mamba2_tile.course.checks.feedback import (NOT_DONE, attempt, compare, exercise,
+                                                 launch_exercise)
 from mamba2_tile.dispatch import default_device
 from mamba2_tile.kernels.launching import cdiv, next_power_of_2
 
@@ -30,9 +31,55 @@ _NAN_HINT = ("NaN usually means a load read past the edge of an array without a 
 
 
 def _same(got, candidate, atol):
-    return got.shape == candidate.shape and np.allclose(got, candidate, atol=atol)
+    with np.errstate(invalid="ignore"):
+        return (got.shape == candidate.shape
+                and np.allclose(got, candidate, atol=atol, equal_nan=True))
 
 
+def _named(catalogue, got, atol, *inputs):
+    """The diagnosis of the first catalogue entry whose wrong answer is ``got``, else None."""
+    for wrong_answer, hint in catalogue:
+        if _same(got, np.asarray(wrong_answer(*inputs), dtype=np.float64), atol):
+            return hint
+    return None
+
+
+_NEG_INF_HINT = ("-inf sums: the load padded the missing columns with -inf, as "
+                 "padding_mode=ct.PaddingMode.NEG_INF does (right for row_max_kernel's max, "
+                 "since -inf never wins it, but every sum with a -inf term is -inf). For a sum, "
+                 "pad with padding_mode=ct.PaddingMode.ZERO: zeros add nothing.")
+
+# Exercise 1's catalogue: (the row sums a mistake produces from x (rows, cols) and the tile
+# shape, the diagnosis); the general rules in _row_sum_hint follow it.
+ROW_SUM_MISTAKES = [
+    # section 3's row_max_kernel kept its NEG_INF padding: every row hangs over TILE_C
+    (lambda x, tile_rows, tile_cols: np.where(x.shape[1] < tile_cols, -np.inf,
+                                              x.sum(axis=1)),
+     _NEG_INF_HINT),
+    (lambda x, tile_rows, tile_cols: np.zeros(len(x)),
+     "`out` is still all zeros: store the (TILE_R,) tile of sums with ct.store."),
+    (lambda x, tile_rows, tile_cols: x.max(axis=1),
+     "those are the rows' maxima (ct.max): sum it along axis 1 with ct.sum instead."),
+]
+
+
+def _row_sum_hint(got, x, expected, tile_rows, tile_cols):
+    named = _named(ROW_SUM_MISTAKES, got, 1e-4, x.astype(np.float64), tile_rows, tile_cols)
+    if named:
+        return named
+    last_block = (len(x) // tile_rows) * tile_rows
+    if np.isneginf(got).any():
+        return _NEG_INF_HINT
+    if np.isnan(got).any():
+        return _NAN_HINT
+    if np.allclose(got[:last_block], expected[:last_block], atol=1e-4):
+        return ("only the last block is wrong; its tile hangs over the edge of `x`. Load with "
+                "padding_mode=ct.PaddingMode.ZERO so the missing elements add nothing.")
+    return ("block i owns rows i*TILE_R .. i*TILE_R+TILE_R-1: load tile (ct.bid(0), 0) of "
+            "shape (TILE_R, TILE_C), sum it along axis 1 and store it at index (ct.bid(0),).")
+
+
+@exercise("04.1")
 def check_row_sum(row_sum_kernel, rows=37, cols=50, tile_rows=8):
     """Exercise 1: `row_sum_kernel(x, out, TILE_R, TILE_C)` writes out[r] = sum(x[r, :])."""
     name = "row_sum_kernel"
@@ -45,25 +92,33 @@ def check_row_sum(row_sum_kernel, rows=37, cols=50, tile_rows=8):
 
     got = out.cpu().numpy()
     expected = x.astype(np.float64).sum(axis=1)
-    last_block = slice((rows // tile_rows) * tile_rows, rows)
-    if np.isneginf(got).any():
-        hint = ("-inf sums: the load padded the missing columns with -inf, as "
-                "padding_mode=ct.PaddingMode.NEG_INF does (right for row_max_kernel's max, "
-                "since -inf never wins it, but every sum with a -inf term is -inf). For a sum, "
-                "pad with padding_mode=ct.PaddingMode.ZERO: zeros add nothing.")
-    elif np.isnan(got).any():
-        hint = _NAN_HINT
-    elif not got.any():
-        hint = "`out` is still all zeros: store the (TILE_R,) tile of sums with ct.store."
-    elif np.allclose(got[:last_block.start], expected[:last_block.start], atol=1e-4):
-        hint = ("only the last block is wrong; its tile hangs over the edge of `x`. Load with "
-                "padding_mode=ct.PaddingMode.ZERO so the missing elements add nothing.")
-    else:
-        hint = ("block i owns rows i*TILE_R .. i*TILE_R+TILE_R-1: load tile (ct.bid(0), 0) of "
-                "shape (TILE_R, TILE_C), sum it along axis 1 and store it at index (ct.bid(0),).")
+    hint = _row_sum_hint(got, x, expected, tile_rows, tile_cols)
     return compare(name, got, expected, atol=1e-4, rtol=1e-5, hint=hint)
 
 
+# Exercise 2's catalogue: (what a mistake stores, from x and the chunk-wise inclusive scan,
+# the diagnosis).
+CUMSUM_MISTAKES = [
+    (lambda x, expected: np.cumsum(x),
+     "this is one running sum over the whole array: each block must start again from 0."),
+    (lambda x, expected: expected - x,
+     "off by one: out[t] should include x[t] itself (an inclusive scan, like ct.cumsum)."),
+    (lambda x, expected: x,
+     "the output is just x: apply ct.cumsum(tile, axis=0) before storing."),
+]
+
+
+def _cumsum_hint(got, x, expected):
+    named = _named(CUMSUM_MISTAKES, got, 1e-4, x.astype(np.float64), expected)
+    if named:
+        return named
+    if np.isnan(got).any():
+        return _NAN_HINT
+    return ("block c loads tile (ct.bid(0),) of shape (CHUNK,), zero-padded, and stores "
+            "ct.cumsum of it at the same index.")
+
+
+@exercise("04.2")
 def check_chunk_cumsum(chunk_cumsum_kernel, length=100, chunk=32):
     """Exercise 2: `chunk_cumsum_kernel(x, out, CHUNK)`: a running sum restarting every CHUNK."""
     name = "chunk_cumsum_kernel"
@@ -77,21 +132,39 @@ def check_chunk_cumsum(chunk_cumsum_kernel, length=100, chunk=32):
     padded = np.zeros(cdiv(length, chunk) * chunk)
     padded[:length] = x
     expected = padded.reshape(-1, chunk).cumsum(axis=1).reshape(-1)[:length]
-    exclusive = expected - x
-    if np.isnan(got).any():
-        hint = _NAN_HINT
-    elif _same(got, np.cumsum(x.astype(np.float64)), 1e-4):
-        hint = "this is one running sum over the whole array: each block must start again from 0."
-    elif _same(got, exclusive, 1e-4):
-        hint = "off by one: out[t] should include x[t] itself (an inclusive scan, like ct.cumsum)."
-    elif _same(got, x, 1e-6):
-        hint = "the output is just x: apply ct.cumsum(tile, axis=0) before storing."
-    else:
-        hint = ("block c loads tile (ct.bid(0),) of shape (CHUNK,), zero-padded, and stores "
-                "ct.cumsum of it at the same index.")
+    hint = _cumsum_hint(got, x, expected)
     return compare(name, got, expected, atol=1e-4, rtol=1e-5, hint=hint)
 
 
+def _k_tiles(a, b, tile_k, which):
+    """a @ b over the first (``which=0``) or the last (``which=-1``) k tile only."""
+    k0 = list(range(0, a.shape[1], tile_k))[which]
+    return a[:, k0:k0 + tile_k] @ b[k0:k0 + tile_k]
+
+
+# Exercise 3's catalogue: (what a mistake computes from a, b (float64) and TK, the diagnosis).
+MATMUL_MISTAKES = [
+    (lambda a, b, tile_k: np.zeros((a.shape[0], b.shape[1])),
+     "`c` is still all zeros. ct.mma returns the new accumulator: write "
+     "`acc = ct.mma(a_tile, b_tile, acc)`, then store acc."),
+    (lambda a, b, tile_k: _k_tiles(a, b, tile_k, 0),
+     "only the first k tile was used: loop k over ct.num_tiles(a, axis=1, shape=(TM, TK))."),
+    (lambda a, b, tile_k: _k_tiles(a, b, tile_k, -1),
+     "only the last k tile survived: accumulate into acc instead of overwriting it."),
+]
+
+
+def _matmul_hint(got, a, b, tile_k):
+    named = _named(MATMUL_MISTAKES, got, 1e-2, a, b, tile_k)
+    if named:
+        return named
+    if np.isnan(got).any():
+        return _NAN_HINT
+    return ("block (i, j) owns c tile (i, j); for each k it multiplies a tile (i, k) of shape "
+            "(TM, TK) by b tile (k, j) of shape (TK, TN). Zero-pad both loads.")
+
+
+@exercise("04.3")
 def check_matmul(matmul_kernel, m=100, n=48, k=72, tile_m=32, tile_n=32, tile_k=16):
     """Exercise 3: `matmul_kernel(a, b, c, TM, TN, TK)` computes c = a @ b in tiles with ct.mma."""
     name = "matmul_kernel"
@@ -107,16 +180,6 @@ def check_matmul(matmul_kernel, m=100, n=48, k=72, tile_m=32, tile_n=32, tile_k=
     got = c.cpu().numpy()
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     expected = a64 @ b64
-    if np.isnan(got).any():
-        hint = _NAN_HINT
-    elif not got.any():
-        hint = ("`c` is still all zeros. ct.mma returns the new accumulator: write "
-                "`acc = ct.mma(a_tile, b_tile, acc)`, then store acc.")
-    elif _same(got, a64[:, :tile_k] @ b64[:tile_k], 1e-2):
-        hint = "only the first k tile was used: loop k over ct.num_tiles(a, axis=1, shape=(TM, TK))."
-    elif _same(got, a64[:, -(k % tile_k or tile_k):] @ b64[-(k % tile_k or tile_k):], 1e-2):
-        hint = "only the last k tile survived: accumulate into acc instead of overwriting it."
-    else:
-        hint = ("block (i, j) owns c tile (i, j); for each k it multiplies a tile (i, k) of shape "
-                "(TM, TK) by b tile (k, j) of shape (TK, TN). Zero-pad both loads.")
-    return compare(name, got, expected, atol=2e-3, rtol=2e-3, hint=hint)
+    hint = _matmul_hint(got, a64, b64, tile_k)
+    return compare(name, got, expected, atol=2e-3, rtol=2e-3, hint=hint,
+                   axes=("row of c", "column of c"), picture=("row of c", "column of c"))

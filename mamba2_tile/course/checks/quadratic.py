@@ -8,7 +8,7 @@ overflow), stops at the first mismatch and names the likely cause.
 
 import numpy as np
 
-from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare
+from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare, exercise
 from mamba2_tile.reference import segsum as _segsum
 from mamba2_tile.reference import ssd_quadratic
 
@@ -77,6 +77,15 @@ def _segsum_hint(got, a):
     return "segsum(a)[..., t, s] = a[s+1] + ... + a[t] for t >= s, -inf above the diagonal."
 
 
+def _pair_axes(ndim_a):
+    """The axes of segsum(a) (and of the decay mask) for an ``a`` with ``ndim_a`` axes."""
+    return tuple(f"axis {i} of a" for i in range(ndim_a - 1)) + _PAIR_PICTURE
+
+
+_PAIR_PICTURE = ("t (output token)", "s (input token)")
+
+
+@exercise("02.1")
 def check_segsum(segsum):
     """``segsum(a)`` against the package's, including an input where naive prefix sums fail."""
     rng = np.random.default_rng(2)
@@ -91,7 +100,8 @@ def check_segsum(segsum):
         got = attempt("segsum", segsum, a.copy())
         if got is NOT_DONE:
             return False
-        if not compare(f"segsum, {label}", got, _segsum(a), hint=_segsum_hint(got, a)):
+        if not compare(f"segsum, {label}", got, _segsum(a), hint=_segsum_hint(got, a),
+                       axes=_pair_axes(a.ndim), picture=_PAIR_PICTURE):
             return False
     return True
 
@@ -108,6 +118,7 @@ def _decay_mask_hint(got, dt, A):
     return "L = exp(segsum(dt * A)): L[t, s] = exp(dt[s+1] A + ... + dt[t] A), 0 above."
 
 
+@exercise("02.2")
 def check_decay_mask(decay_mask):
     """``decay_mask(dt, A)`` for one head, short and long (where the naive form breaks)."""
     rng = np.random.default_rng(3)
@@ -118,7 +129,8 @@ def check_decay_mask(decay_mask):
             return False
         expected = np.exp(_segsum(dt * A))
         if not compare(f"decay_mask, seqlen={seqlen}", got, expected,
-                       hint=_decay_mask_hint(got, dt, A)):
+                       hint=_decay_mask_hint(got, dt, A), axes=_pair_axes(1),
+                       picture=_PAIR_PICTURE):
             return False
     return True
 
@@ -165,6 +177,7 @@ def _quadratic_hint(got, x, dt, A, B, C):
     return "y = (L ∘ C Bᵀ)(dt·x) with L = exp(segsum(dt * A)); y has the shape of x."
 
 
+@exercise("02.3")
 def check_ssd_quadratic_single_head(ssd_quadratic_single_head):
     """``ssd_quadratic_single_head(x, dt, A, B, C)`` against the package's ``ssd_quadratic``."""
     rng = np.random.default_rng(4)
@@ -176,6 +189,7 @@ def check_ssd_quadratic_single_head(ssd_quadratic_single_head):
             return False
         label = f"ssd_quadratic_single_head, seqlen={seqlen} headdim={headdim} dstate={dstate}"
         if not compare(label, got, _quadratic_reference(x, dt, A, B, C),
-                       hint=_quadratic_hint(got, x, dt, A, B, C)):
+                       hint=_quadratic_hint(got, x, dt, A, B, C), axes=("token", "channel"),
+                       picture=("token", "channel")):
             return False
     return True

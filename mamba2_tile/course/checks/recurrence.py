@@ -8,7 +8,7 @@ answer equals one of them, the hint names that mistake instead of a generic one.
 
 import numpy as np
 
-from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare
+from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare, exercise
 from mamba2_tile.reference import ssd_recurrent
 
 HEADDIM, DSTATE = 5, 3      # different, so a transposed state or outer product shows in its shape
@@ -73,6 +73,7 @@ def _step_suspects(trials, right_states):
     return suspects
 
 
+@exercise("01.1")
 def check_ssd_step(fn):
     """Check ``ssd_step(state, x_t, dt_t, A, B_t, C_t) -> (new_state, y_t)`` for one head."""
     trials = _step_trials()
@@ -104,8 +105,11 @@ def check_ssd_step(fn):
     y_hint = _likely_mistake(
         got_ys, [(ys, hint) for (_, ys), hint in suspects],
         "y_t = new_state @ C_t, shape (headdim,).")
-    state_ok = compare("new_state", got_states, expected_states, hint=state_hint)
-    y_ok = compare("y_t", got_ys, expected_ys, hint=y_hint)
+    state_ok = compare("new_state", got_states, expected_states, hint=state_hint,
+                       axes=("trial", "channel", "state"),
+                       picture=("trial", ("channel", "state")))
+    y_ok = compare("y_t", got_ys, expected_ys, hint=y_hint, axes=("trial", "channel"),
+                   picture=("trial", "channel"))
     return state_ok and y_ok
 
 
@@ -166,6 +170,7 @@ def _scan_suspects(inputs):
     return suspects
 
 
+@exercise("01.2")
 def check_ssd_scan(fn):
     """Check ``ssd_scan(x, dt, A, B, C, D=None, initial_states=None) -> (y, final_states)``."""
     rng = np.random.default_rng(1)
@@ -191,8 +196,12 @@ def check_ssd_scan(fn):
         final_hint = _likely_mistake(
             result[1], [(final, hint) for (_, final), hint in suspects],
             "final_states is the state after the last token, (batch, nheads, headdim, dstate).")
-        y_ok = compare("y", result[0], expected_y, hint=y_hint)
-        final_ok = compare("final_states", result[1], expected_final, hint=final_hint)
+        y_ok = compare("y", result[0], expected_y, hint=y_hint,
+                       axes=("batch", "token", "head", "channel"),
+                       picture=("token", ("head", "channel")))
+        final_ok = compare("final_states", result[1], expected_final, hint=final_hint,
+                           axes=("batch", "head", "channel", "state"),
+                           picture=("head", ("channel", "state")))
         if not (y_ok and final_ok):
             return False
     return True

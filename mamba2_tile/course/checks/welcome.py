@@ -7,7 +7,7 @@ and on a mismatch names the call that went wrong.
 
 import numpy as np
 
-from mamba2_tile.course.checks.feedback import compare_counts
+from mamba2_tile.course.checks.feedback import compare_counts, exercise
 from mamba2_tile.cost import kv_cache_bytes, ssm_state_bytes
 
 # Distinct primes make every factor visible: a wrong product cannot match by accident.
@@ -36,6 +36,7 @@ def _state_cases(seed=0):
     return cases
 
 
+@exercise("00.1")
 def check_kv_cache_bytes(fn):
     """Check ``kv_cache_bytes(seqlen, nlayers, nheads, headdim, bytes_per_value)``."""
     return compare_counts(
@@ -44,6 +45,7 @@ def check_kv_cache_bytes(fn):
              "a key and a value. Multiply all five arguments together, and by 2.")
 
 
+@exercise("00.2")
 def check_ssm_state_bytes(fn):
     """Check ``ssm_state_bytes(nlayers, nheads, headdim, dstate, bytes_per_value)``."""
     return compare_counts(
