@@ -137,11 +137,17 @@ def _check_arguments(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, 
     _check_packing(dims, seq_idx, cu_seqlens, return_varlen_states)
     # Reading A back is cheap for a CPU tensor; for a CUDA one it would stall the stream (a
     # host sync) on every call, so there the docstring says what a positive A does instead.
-    if device.type == "cpu" and bool((A > 0).any()):
+    if device.type == "cpu":
+        _check_decay_rates(A)
+    return dims
+
+
+def _check_decay_rates(A):
+    """``A <= 0`` (CPU tensors only: see :func:`_check_arguments`)."""
+    if bool((A > 0).any()):
         raise ValueError(f"A must be <= 0 (a decay rate: the state decays by exp(dt * A) per "
                          f"token), got positive values at heads "
                          f"{(A > 0).nonzero().flatten().tolist()}")
-    return dims
 
 
 def _check_scalars(chunk_size, dt_softplus, dt_limit, return_final_states,
