@@ -13,7 +13,8 @@ rule) on CPU tensors of the real shapes, with the one GPU step, ``ct.launch``, r
 no-op that counts launches (:func:`stubbed_launches`), so it runs anywhere and measures in
 microseconds what a GPU call would spend before its kernels run.
 
-It reports per shape: microseconds per call (best of ``--repeat`` rounds of ``--number`` calls)
+It reports per shape: microseconds per call (best of ``--repeat`` rounds of ``--number`` calls,
+in CPU time)
 and per launch, the launches, and the torch operators a call dispatches (``aten_ops``): on a GPU
 each allocation costs host time, and each operator that is not an allocation or a view
 (a fill, a copy, a cast) is a small kernel of its own, about 5 µs (``kernel_ops``). What the CPU
@@ -33,6 +34,7 @@ import io
 import os
 import pstats
 import sys
+import time
 import timeit
 from collections import Counter
 from unittest import mock
@@ -109,7 +111,7 @@ def keep_freed_memory():
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
-        return bool(libc.mallopt(M_MMAP_MAX, 0)) and bool(libc.mallopt(M_TRIM_THRESHOLD, 1 << 40))
+        return bool(libc.mallopt(M_MMAP_MAX, 0)) and bool(libc.mallopt(M_TRIM_THRESHOLD, 2**31 - 1))
     except (OSError, AttributeError):
         return False
 
@@ -144,7 +146,8 @@ def count_function_calls(fn):
 def measure(problem, layer=False, number=200, repeat=30):
     """``{"us_per_call", "launches", "us_per_launch", "function_calls", "aten_ops",
     "kernel_ops", "ops"}`` for one problem (see the module doc): the time is the fastest of
-    ``repeat`` rounds of ``number`` calls (other processes only ever add to it); ``ops`` counts
+    ``repeat`` rounds of ``number`` calls, in this process's CPU time (other processes only
+    ever add to it, and less so to CPU time than to wall time); ``ops`` counts
     each torch operator of one call."""
     args, kwargs = make_inputs(problem, layer)
 
@@ -159,7 +162,9 @@ def measure(problem, layer=False, number=200, repeat=30):
         function_calls = count_function_calls(call)
         with _OpCounter() as counter:
             call()
-        seconds = min(timeit.repeat(call, number=number, repeat=repeat)) / number
+        # CPU time of this process: a time slice given to another process does not count.
+        timer = timeit.Timer(call, timer=time.process_time)
+        seconds = min(timer.repeat(number=number, repeat=repeat)) / number
     ops = counter.ops
     return dict(us_per_call=seconds * 1e6, launches=launches,
                 us_per_launch=seconds * 1e6 / max(launches, 1), function_calls=function_calls,
