@@ -81,25 +81,19 @@ _ALLOWED_DTYPES = {name: INPUT_DTYPES if name in ("x", "B", "C", "z") else
                    INDEX_DTYPES.get(name, PARAM_DTYPES) for name in TENSOR_NAMES}
 
 
-def _check_tensors(tensors):
-    """Type, dtype and device of every tensor argument (``tensors`` in :data:`TENSOR_NAMES`'
-    order; any strides: module doc, Views); returns the device. Runs on every call, so a plain
-    loop: each step costs less than building anything to memoise it on."""
-    device = first = None
+def _metadata(tensors):
+    """``(dtype, device, shape)`` of every tensor argument, ``None`` for an absent one
+    (``tensors`` in :data:`TENSOR_NAMES`' order): all that :func:`_check_metadata` reads. A
+    ``TypeError`` names the first argument that is not a tensor."""
+    metadata = []
     for name, value in zip(TENSOR_NAMES, tensors):
         if value is None:
-            continue
-        if not isinstance(value, torch.Tensor):
+            metadata.append(None)
+        elif isinstance(value, torch.Tensor):
+            metadata.append((value.dtype, value.device, value.shape))
+        else:
             raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
-        allowed = _ALLOWED_DTYPES[name]
-        if value.dtype not in allowed:
-            raise TypeError(f"{name} must have dtype {_dtype_names(allowed)}, got {value.dtype}")
-        if value.device != device:
-            if first is not None:
-                raise ValueError(f"all tensors must be on the same device: {first} is on "
-                                 f"{device} but {name} is on {value.device}")
-            device, first = value.device, name
-    return device
+    return tuple(metadata)
 
 
 class _Shaped(tuple):
@@ -111,38 +105,50 @@ class _Shaped(tuple):
 
 
 @lru_cache(maxsize=256)
-def _checked_dims(shapes):
-    """:func:`ssd_dims` of the tensors with these shapes (``None`` for an absent one), and no
-    empty dimension. Memoised: a model calls with the same shapes again and again; a bad
-    combination raises on every call (an exception is never cached)."""
-    dims = ssd_dims(*(None if shape is None else _Shaped(shape) for shape in shapes))
+def _check_metadata(metadata):
+    """Dtype and device of every tensor argument (any strides: module doc, Views), and their
+    shapes against each other (:func:`ssd_dims`, no empty dimension); returns ``(dims,
+    device)``. Memoised on :func:`_metadata`: a model calls with the same kinds of tensors
+    again and again, and reading them costs less than checking them; a bad combination raises
+    on every call (an exception is never cached)."""
+    device = first = None
+    for name, meta in zip(TENSOR_NAMES, metadata):
+        if meta is None:
+            continue
+        dtype, value_device, _ = meta
+        allowed = _ALLOWED_DTYPES[name]
+        if dtype not in allowed:
+            raise TypeError(f"{name} must have dtype {_dtype_names(allowed)}, got {dtype}")
+        if value_device != device:
+            if first is not None:
+                raise ValueError(f"all tensors must be on the same device: {first} is on "
+                                 f"{device} but {name} is on {value_device}")
+            device, first = value_device, name
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"tensors must be on a CPU or CUDA device, got {device}")
+    x_dtype = metadata[0][0]
+    for name in ("B", "C", "z"):
+        meta = metadata[TENSOR_NAMES.index(name)]
+        if meta is not None and meta[0] != x_dtype:
+            raise TypeError(f"{name} must have the dtype of x ({x_dtype}), got {meta[0]}")
+    shapes = [None if meta is None else _Shaped(meta[2]) for meta in metadata[:9]]
+    dims = ssd_dims(*shapes)
     if min(dims.batch, dims.nheads, dims.headdim, dims.dstate) < 1:
         x, _, _, B = shapes[:4]
         raise ValueError(f"x and B must have no empty dimension, got x {tuple(x)} "
                          f"and B {tuple(B)}")
-    return dims
-
-
-def _shape(value):
-    return None if value is None else value.shape
+    return dims, device
 
 
 def _check_arguments(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limit,
                      seq_idx=None, cu_seqlens=None, return_varlen_states=False):
-    for name, value in (("x", x), ("dt", dt), ("A", A), ("B", B), ("C", C)):
-        if value is None:
-            raise TypeError(f"{name} is required, got None")
+    if x is None or dt is None or A is None or B is None or C is None:
+        name = next(name for name, value in zip(TENSOR_NAMES, (x, dt, A, B, C)) if value is None)
+        raise TypeError(f"{name} is required, got None")
     if not return_varlen_states:
         cu_seqlens = None               # as in mamba_ssm: it only serves return_varlen_states
-    device = _check_tensors((x, dt, A, B, C, D, initial_states, z, dt_bias, seq_idx,
-                             cu_seqlens))
-    if device.type not in ("cpu", "cuda"):
-        raise ValueError(f"tensors must be on a CPU or CUDA device, got {device}")
-    for name, value in (("B", B), ("C", C), ("z", z)):
-        if value is not None and value.dtype != x.dtype:
-            raise TypeError(f"{name} must have the dtype of x ({x.dtype}), got {value.dtype}")
-    dims = _checked_dims((x.shape, dt.shape, A.shape, B.shape, C.shape, _shape(D),
-                          _shape(initial_states), _shape(z), _shape(dt_bias)))
+    dims, device = _check_metadata(_metadata((x, dt, A, B, C, D, initial_states, z, dt_bias,
+                                              seq_idx, cu_seqlens)))
     if seq_idx is not None or return_varlen_states:
         _check_packing(dims, seq_idx, cu_seqlens, return_varlen_states)
     # Reading A back is cheap for a CPU tensor; for a CUDA one it would stall the stream (a
