@@ -18,8 +18,11 @@ in CPU time)
 and per launch, the launches, and the torch operators a call dispatches (``aten_ops``): on a GPU
 each allocation costs host time, and each operator that is not an allocation or a view
 (a fill, a copy, a cast) is a small kernel of its own, about 5 µs (``kernel_ops``). What the CPU
-cannot show: ``ct.launch``'s own time (compiled-kernel lookup, argument packing, in C++) and
-``torch.cuda.current_stream()``; the measured ``eager_ms - ms`` on the GPU includes them.
+cannot show: ``ct.launch``'s own time (compiled-kernel lookup, argument packing, in C++: it
+converts each torch tensor argument with ``torch._C._to_dlpack``, 0.4 µs a tensor on this
+kind of CPU, hence the ``tensor args`` column), ``torch.cuda.current_stream()``, and the
+environment reads only CUDA tensors get (``MAMBA2_TILE_AUTOTUNE`` once a call); the measured
+``eager_ms - ms`` on the GPU includes them.
 Inputs are ``torch.empty`` (only shapes, dtypes and strides matter to the host), except ``A``,
 whose values the CPU path checks (CUDA calls skip that check; so does this tool). Allocations
 reuse freed memory, as CUDA's caching allocator does (:func:`keep_freed_memory`).
@@ -86,8 +89,8 @@ def make_inputs(problem, layer=False):
 def stubbed_launches():
     """Within it, kernel launches on CPU tensors take the GPU's path through
     :func:`mamba2_tile.dispatch.launch` (its device rule still runs) and stop where it would
-    call ``ct.launch``, recording ``(grid, kernel)`` in the yielded list and running nothing;
-    the API's check of ``A``'s values, which only CPU tensors get, is skipped."""
+    call ``ct.launch``, recording ``(grid, kernel, args)`` in the yielded list and running
+    nothing; the API's check of ``A``'s values, which only CPU tensors get, is skipped."""
     launched = []
     device_rule = dispatch._argument_device
 
@@ -95,7 +98,7 @@ def stubbed_launches():
         return "cuda" if device_rule(kernel, args) == "cpu" else None
 
     with mock.patch.object(dispatch, "_launch_cutile", lambda grid, kernel, args:
-                           launched.append((grid, kernel))), \
+                           launched.append((grid, kernel, args))), \
             mock.patch.dict(os.environ, {dispatch.FORCE_ENV: ""}), \
             mock.patch.object(dispatch, "gpu_available", lambda: True), \
             mock.patch.object(dispatch, "_argument_device", as_if_cuda), \
@@ -144,10 +147,10 @@ def count_function_calls(fn):
 
 
 def measure(problem, layer=False, number=200, repeat=30):
-    """``{"us_per_call", "launches", "us_per_launch", "function_calls", "aten_ops",
-    "kernel_ops", "ops"}`` for one problem (see the module doc): the time is the fastest of
-    ``repeat`` rounds of ``number`` calls, in this process's CPU time (other processes only
-    ever add to it, and less so to CPU time than to wall time); ``ops`` counts
+    """``{"us_per_call", "launches", "us_per_launch", "function_calls", "tensor_args",
+    "aten_ops", "kernel_ops", "ops"}`` for one problem (see the module doc): the time is the
+    fastest of ``repeat`` rounds of ``number`` calls, in this process's CPU time (other
+    processes only ever add to it, and less so to CPU time than to wall time); ``ops`` counts
     each torch operator of one call."""
     args, kwargs = make_inputs(problem, layer)
 
@@ -159,15 +162,21 @@ def measure(problem, layer=False, number=200, repeat=30):
         launched.clear()
         call()
         launches = len(launched)
+        tensor_args = sum(isinstance(arg, torch.Tensor) for _, _, args in launched for arg in args)
         function_calls = count_function_calls(call)
         with _OpCounter() as counter:
             call()
-        # CPU time of this process: a time slice given to another process does not count.
-        timer = timeit.Timer(call, timer=time.process_time)
-        seconds = min(timer.repeat(number=number, repeat=repeat)) / number
+        launched.clear()
+        # Timed with a launch that records nothing: holding the outputs would make every call
+        # allocate afresh.
+        with mock.patch.object(dispatch, "_launch_cutile", lambda grid, kernel, args: None):
+            # CPU time of this process: a time slice given to another process does not count.
+            timer = timeit.Timer(call, timer=time.process_time)
+            seconds = min(timer.repeat(number=number, repeat=repeat)) / number
     ops = counter.ops
     return dict(us_per_call=seconds * 1e6, launches=launches,
                 us_per_launch=seconds * 1e6 / max(launches, 1), function_calls=function_calls,
+                tensor_args=tensor_args,
                 aten_ops=sum(ops.values()),
                 kernel_ops=sum(n for op, n in ops.items() if op not in NO_KERNEL_OPS), ops=ops)
 
@@ -175,7 +184,8 @@ def measure(problem, layer=False, number=200, repeat=30):
 def profile(problem, layer=False, calls=2000, top=15):
     """cProfile's ``top`` entries by own time over ``calls`` stubbed calls, as text."""
     args, kwargs = make_inputs(problem, layer)
-    with stubbed_launches():
+    with stubbed_launches(), mock.patch.object(dispatch, "_launch_cutile",
+                                               lambda grid, kernel, args: None):
         api.mamba_chunk_scan_combined(*args, **kwargs)
         profiler = cProfile.Profile()
         profiler.enable()
@@ -210,7 +220,8 @@ def main(argv=None):
     rows = []
     for problem in SHAPES:
         result = measure(problem, args.layer, args.number, args.repeat)
-        rows.append([problem.label(), result["launches"], f"{result['us_per_call']:.1f}",
+        rows.append([problem.label(), result["launches"], result["tensor_args"],
+                     f"{result['us_per_call']:.1f}",
                      f"{result['us_per_launch']:.1f}", result["function_calls"],
                      result["aten_ops"],
                      result["kernel_ops"]])
@@ -219,7 +230,7 @@ def main(argv=None):
         if args.profile:
             print(problem.label())
             print(profile(problem, args.layer, args.number))
-    print(tabulate(rows, headers=["problem", "launches", "µs/call", "µs/launch", "function calls",
+    print(tabulate(rows, headers=["problem", "launches", "tensor args", "µs/call", "µs/launch", "function calls",
                                   "aten ops",
                                   "kernel ops"]))
     return 0
