@@ -45,3 +45,13 @@ def test_main_prints_a_row_per_shape(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "b8 L100 h32 p16 n16 g1 c64 bf16" in out and "µs/call" in out
     assert "tottime" in out and "empty" in out
+
+
+def test_an_eager_call_stays_lean():
+    # A guard on the host path of the eager row (#12 item 3), counted rather than timed
+    # so that it holds on any machine: at the time of writing 127 Python and C function calls
+    # (inspecting a signature on every launch, say, would add hundreds) and four torch
+    # operators, all allocations (y, final_states, dA_cumsum, dt).
+    result = host_overhead.measure(Problem(8, 1024, 64, 64, 128, 1, 256), number=1, repeat=1)
+    assert result["function_calls"] <= 160, result["function_calls"]
+    assert result["aten_ops"] == 4, dict(result["ops"])
