@@ -74,26 +74,26 @@ def _dtype_names(dtypes):
     return ", ".join(str(d).removeprefix("torch.") for d in dtypes)
 
 
-def _check_tensors(tensors):
-    """Type, dtype and device of every tensor argument (any strides: module doc, Views);
-    returns the device."""
-    device_of = {}
-    for name, value in tensors:
+# The tensor arguments in ssd_dims' order, then the packing, and the dtypes each may have.
+TENSOR_NAMES = ("x", "dt", "A", "B", "C", "D", "initial_states", "z", "dt_bias", "seq_idx",
+                "cu_seqlens")
+_ALLOWED_DTYPES = {name: INPUT_DTYPES if name in ("x", "B", "C", "z") else
+                   INDEX_DTYPES.get(name, PARAM_DTYPES) for name in TENSOR_NAMES}
+
+
+def _metadata(tensors):
+    """``(dtype, device, shape)`` of every tensor argument, ``None`` for an absent one
+    (``tensors`` in :data:`TENSOR_NAMES`' order): all that :func:`_check_metadata` reads. A
+    ``TypeError`` names the first argument that is not a tensor."""
+    metadata = []
+    for name, value in zip(TENSOR_NAMES, tensors):
         if value is None:
-            continue
-        if not isinstance(value, torch.Tensor):
+            metadata.append(None)
+        elif isinstance(value, torch.Tensor):
+            metadata.append((value.dtype, value.device, value.shape))
+        else:
             raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
-        allowed = (INPUT_DTYPES if name in ("x", "B", "C", "z") else
-                   INDEX_DTYPES.get(name, PARAM_DTYPES))
-        if value.dtype not in allowed:
-            raise TypeError(f"{name} must have dtype {_dtype_names(allowed)}, got {value.dtype}")
-        device_of.setdefault(value.device, name)
-    if len(device_of) > 1:
-        (first, a), (second, b) = list(device_of.items())[:2]
-        raise ValueError(
-            f"all tensors must be on the same device: {a} is on {first} but {b} is on {second}"
-        )
-    return next(iter(device_of))
+    return tuple(metadata)
 
 
 class _Shaped(tuple):
@@ -105,49 +105,76 @@ class _Shaped(tuple):
 
 
 @lru_cache(maxsize=256)
-def _checked_dims(shapes):
-    """:func:`ssd_dims` of the tensors with these shapes (``None`` for an absent one), and no
-    empty dimension. Memoised: a model calls with the same shapes again and again; a bad
-    combination raises on every call (an exception is never cached)."""
-    dims = ssd_dims(*(None if shape is None else _Shaped(shape) for shape in shapes))
+def _check_metadata(metadata):
+    """Dtype and device of every tensor argument (any strides: module doc, Views), and their
+    shapes against each other (:func:`ssd_dims`, no empty dimension); returns ``(dims,
+    device)``. Memoised on :func:`_metadata`: a model calls with the same kinds of tensors
+    again and again, and reading them costs less than checking them; a bad combination raises
+    on every call (an exception is never cached)."""
+    device = first = None
+    for name, meta in zip(TENSOR_NAMES, metadata):
+        if meta is None:
+            continue
+        dtype, value_device, _ = meta
+        allowed = _ALLOWED_DTYPES[name]
+        if dtype not in allowed:
+            raise TypeError(f"{name} must have dtype {_dtype_names(allowed)}, got {dtype}")
+        if value_device != device:
+            if first is not None:
+                raise ValueError(f"all tensors must be on the same device: {first} is on "
+                                 f"{device} but {name} is on {value_device}")
+            device, first = value_device, name
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"tensors must be on a CPU or CUDA device, got {device}")
+    x_dtype = metadata[0][0]
+    for name in ("B", "C", "z"):
+        meta = metadata[TENSOR_NAMES.index(name)]
+        if meta is not None and meta[0] != x_dtype:
+            raise TypeError(f"{name} must have the dtype of x ({x_dtype}), got {meta[0]}")
+    shapes = [None if meta is None else _Shaped(meta[2]) for meta in metadata[:9]]
+    dims = ssd_dims(*shapes)
     if min(dims.batch, dims.nheads, dims.headdim, dims.dstate) < 1:
         x, _, _, B = shapes[:4]
         raise ValueError(f"x and B must have no empty dimension, got x {tuple(x)} "
                          f"and B {tuple(B)}")
-    return dims
+    return dims, device
 
 
 def _check_arguments(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limit,
                      seq_idx=None, cu_seqlens=None, return_varlen_states=False):
-    # In ssd_dims' order, then the packing.
-    tensors = (("x", x), ("dt", dt), ("A", A), ("B", B), ("C", C), ("D", D),
-               ("initial_states", initial_states), ("z", z), ("dt_bias", dt_bias))
-    for name, value in tensors[:5]:
-        if value is None:
-            raise TypeError(f"{name} is required, got None")
+    if x is None or dt is None or A is None or B is None or C is None:
+        name = next(name for name, value in zip(TENSOR_NAMES, (x, dt, A, B, C)) if value is None)
+        raise TypeError(f"{name} is required, got None")
     if not return_varlen_states:
         cu_seqlens = None               # as in mamba_ssm: it only serves return_varlen_states
-    device = _check_tensors(tensors + (("seq_idx", seq_idx), ("cu_seqlens", cu_seqlens)))
-    if device.type not in ("cpu", "cuda"):
-        raise ValueError(f"tensors must be on a CPU or CUDA device, got {device}")
-    for name, value in (("B", B), ("C", C), ("z", z)):
-        if value is not None and value.dtype != x.dtype:
-            raise TypeError(f"{name} must have the dtype of x ({x.dtype}), got {value.dtype}")
-    dims = _checked_dims(tuple(None if value is None else value.shape for _, value in tensors))
-    _check_packing(dims, seq_idx, cu_seqlens, return_varlen_states)
+    dims, device = _check_metadata(_metadata((x, dt, A, B, C, D, initial_states, z, dt_bias,
+                                              seq_idx, cu_seqlens)))
+    if seq_idx is not None or return_varlen_states:
+        _check_packing(dims, seq_idx, cu_seqlens, return_varlen_states)
     # Reading A back is cheap for a CPU tensor; for a CUDA one it would stall the stream (a
     # host sync) on every call, so there the docstring says what a positive A does instead.
-    if device.type == "cpu" and bool((A > 0).any()):
+    if device.type == "cpu":
+        _check_decay_rates(A)
+    return dims
+
+
+def _check_decay_rates(A):
+    """``A <= 0`` (CPU tensors only: see :func:`_check_arguments`)."""
+    if bool((A > 0).any()):
         raise ValueError(f"A must be <= 0 (a decay rate: the state decays by exp(dt * A) per "
                          f"token), got positive values at heads "
                          f"{(A > 0).nonzero().flatten().tolist()}")
-    return dims
 
 
 def _check_scalars(chunk_size, dt_softplus, dt_limit, return_final_states,
                    return_varlen_states=False):
     """The non-tensor arguments; returns ``chunk_size`` and ``dt_limit`` as Python numbers (a
     NumPy or torch scalar is accepted for them, a flag must be a bool)."""
+    if (type(chunk_size) is int and chunk_size in CHUNK_SIZES and type(dt_softplus) is bool
+            and type(return_final_states) is bool and type(return_varlen_states) is bool
+            and type(dt_limit) is tuple and len(dt_limit) == 2 and type(dt_limit[0]) is float
+            and type(dt_limit[1]) is float and dt_limit[0] <= dt_limit[1]):
+        return chunk_size, dt_limit     # the usual call, plain Python values: nothing to convert
     chunk_size = check_chunk_size(chunk_size)
     if chunk_size not in CHUNK_SIZES:
         raise ValueError(f"chunk_size must be one of {CHUNK_SIZES}, got {chunk_size}")
@@ -291,12 +318,19 @@ def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bia
                      seq_idx, cu_seqlens, return_varlen_states)
     options = forward_options(x, dt, A, B, C, chunk_size)
     tensors = (x, dt, A, B, C, D, z, dt_bias, initial_states)
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
+    if torch.is_grad_enabled() and _any_requires_grad(tensors):
         return _forward_with_grad(tensors, chunk_size, seq_idx, dt_softplus, dt_limit,
                                   return_final_states, return_varlen_states, options)
     return _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx,
                     cu_seqlens, dt_softplus, dt_limit, return_final_states,
                     return_varlen_states, options)
+
+
+def _any_requires_grad(tensors):
+    for tensor in tensors:
+        if tensor is not None and tensor.requires_grad:
+            return True
+    return False
 
 
 def _forward_with_grad(tensors, chunk_size, seq_idx, dt_softplus, dt_limit, return_final_states,
@@ -361,9 +395,10 @@ def _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx,
     dA_cumsum, dt_chunks = chunk_cumsum(dt, A, chunk_size, dt_bias=dt_bias,
                                         dt_softplus=dt_softplus, dt_limit=tuple(dt_limit),
                                         options=options.chunk_cumsum)
-    # The states varlen_states starts from: (anchor_states, anchor_chunks, transposed, tf32).
-    kept = (None if initial_states is None else initial_states.unsqueeze(2), None, False,
-            options.fused_state_out.use_tf32(x.dtype))
+    # The states varlen_states starts from, (anchor_states, anchor_chunks, transposed), and the
+    # options whose TF32 switch it follows: the initial states unless the path keeps others.
+    kept = (initial_states, None, False)
+    numerics = options.fused_state_out
     if options.fuse_state_passing and options.segment_chunks is None:
         y, final_states = fused_state_out(x, dt_chunks, dA_cumsum, B, C, initial_states, D=D,
                                           z=z, options=options.fused_state_out, seq_idx=seq_idx)
@@ -373,7 +408,7 @@ def _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx,
             options=options.fused_state_out, segment_chunks=options.segment_chunks,
             seq_idx=seq_idx)
         if entering is not None:
-            kept = (entering, options.segment_chunks, False, kept[3])
+            kept = (entering, options.segment_chunks, False)
     else:
         chunk_states, final_states = fwd_pass_state(
             x, B, dt_chunks, dA_cumsum, initial_states, options.fwd_pass_state,
@@ -381,11 +416,14 @@ def _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx,
         y = compute_out(x, dt_chunks, dA_cumsum, B, C, chunk_states, D=D, z=z,
                         options=options.compute_out, transposed_layout=options.transposed_layout,
                         seq_idx=seq_idx)
-        kept = (chunk_states, 1, options.transposed_layout,
-                options.fwd_pass_state.use_tf32(x.dtype))
+        kept = (chunk_states, 1, options.transposed_layout)
+        numerics = options.fwd_pass_state
     outputs = (y,) + ((final_states,) if return_final_states else ())
     if return_varlen_states:
-        anchor_states, anchor_chunks, transposed, tf32 = kept
+        anchor_states, anchor_chunks, transposed = kept
+        if anchor_chunks is None and anchor_states is not None:
+            anchor_states = anchor_states.unsqueeze(2)      # one segment: a view, no copy
         outputs += (varlen_states(x, B, dt_chunks, dA_cumsum, cu_seqlens, anchor_states,
-                                  anchor_chunks, seq_idx, transposed, tf32),)
+                                  anchor_chunks, seq_idx, transposed,
+                                  numerics.use_tf32(x.dtype)),)
     return outputs if len(outputs) > 1 else y

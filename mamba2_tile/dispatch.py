@@ -77,10 +77,7 @@ def launch(grid, kernel, args) -> None:
     on_cuda = _argument_device(kernel, args) == "cuda"
 
     if on_cuda and not interpret_forced() and gpu_available():
-        import cuda.tile as ct
-        import torch
-
-        ct.launch(torch.cuda.current_stream(), grid, kernel, args)
+        _launch_cutile(grid, kernel, args)
         _last_backend = CUTILE
         return
 
@@ -95,6 +92,15 @@ def launch(grid, kernel, args) -> None:
     _last_backend = INTERPRETER
 
 
+def _launch_cutile(grid, kernel, args):
+    """The one step of a launch that needs the GPU (mamba2_tile.tools.host_overhead replaces it
+    to time everything else)."""
+    import cuda.tile as ct
+    import torch
+
+    ct.launch(torch.cuda.current_stream(), grid, kernel, args)
+
+
 def _argument_device(kernel, args):
     """Return "cuda", "cpu" or None (no arrays); refuse a mix, naming the odd argument out.
 
@@ -103,7 +109,15 @@ def _argument_device(kernel, args):
     """
     found = None
     for value in args:
-        device = _device(value)
+        # _device's first two cases inline: a function call per argument would cost more than
+        # the check itself (a launch has 10 to 25 arguments).
+        if type(value) in _PLAIN_SCALARS:
+            continue
+        is_cuda = getattr(value, "is_cuda", None)
+        if is_cuda is not None:
+            device = "cuda" if is_cuda else "cpu"
+        else:
+            device = _device(value)
         if device is not None and device != found:
             if found is not None or device == "mixed":
                 _refuse_mixed_devices(kernel, args)

@@ -163,7 +163,7 @@ def compute_out_launch(x, dt, dA_cumsum, B, C, chunk_states, D=None, z=None,
     batch, _, nheads, headdim = x.shape
     dstate = B.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
-    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)    # contiguous, whatever x's strides
+    y = torch.empty_like(x, memory_format=torch.contiguous_format)   # whatever x's strides
     block_m, block_p = compute_out_tiles(headdim, chunk_size, options)
     grid = ((chunk_size // block_m) * cdiv(headdim, block_p), batch * nchunks, nheads)
     args = (

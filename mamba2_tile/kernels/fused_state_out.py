@@ -257,7 +257,7 @@ def fused_state_out_launch(x, dt, dA_cumsum, B, C, initial_states=None, D=None, 
     batch, _, nheads, headdim = x.shape
     dstate = B.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
-    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)    # contiguous, whatever x's strides
+    y = torch.empty_like(x, memory_format=torch.contiguous_format)   # whatever x's strides
     final_states = torch.empty(batch, nheads, headdim, dstate, dtype=torch.float32,
                                device=x.device)
     block_m, block_p = fused_tiles(headdim, dstate, chunk_size, options)
@@ -268,13 +268,14 @@ def fused_state_out_launch(x, dt, dA_cumsum, B, C, initial_states=None, D=None, 
     else:
         segments = cdiv(nchunks, segment_chunks)
     grid = (batch * nheads, cdiv(headdim, block_p), segments)
+    absent = placeholder(dA_cumsum)       # float32, for whichever of D, states, scores is absent
     args = (
         x, dt, dA_cumsum, B, C,
-        placeholder(dA_cumsum) if D is None else D,
+        absent if D is None else D,
         placeholder(x) if z is None else z,
-        placeholder(dA_cumsum) if initial_states is None else initial_states,
+        absent if initial_states is None else initial_states,
         seq_placeholder(x) if seq_idx is None else seq_idx,
-        placeholder(dA_cumsum) if scores is None else scores,
+        absent if scores is None else scores,
         y, final_states,
         segment_chunks * (chunk_size // block_m),
         chunk_size, block_m, block_p, next_power_of_2(dstate),

@@ -8,16 +8,18 @@ running anything; ``launch.run()`` sends it to :func:`mamba2_tile.dispatch.launc
 for CUDA tensors, the CPU interpreter for CPU tensors).
 """
 
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 import torch
 
 from mamba2_tile import dispatch
 
 
-@dataclass(frozen=True)
-class KernelLaunch:
+class KernelLaunch(NamedTuple):
+    """One launch, immutable (a named tuple: made on every launch, at half a frozen dataclass's
+    cost)."""
+
     grid: tuple
     kernel: object
     args: tuple
@@ -57,9 +59,10 @@ def placeholder(like, dtype=None):
     which then allocates nothing for it.
     """
     key = (like.device, like.dtype if dtype is None else dtype)
-    if key not in _placeholders:
-        _placeholders[key] = like.new_zeros(1, dtype=key[1])
-    return _placeholders[key]
+    found = _placeholders.get(key)
+    if found is None:
+        found = _placeholders[key] = like.new_zeros(1, dtype=key[1])
+    return found
 
 
 def seq_placeholder(like):
