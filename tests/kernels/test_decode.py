@@ -171,7 +171,8 @@ def test_bad_input_is_named():
         with pytest.raises(error, match=message):
             selective_state_update(**{**args, **change})
     slots = dict(args, state=torch.zeros(4, 4, 6, 8))
-    for indices, message in [(torch.tensor([0, 4]), r"\[0, 4\)"), (torch.tensor([1, 1]), "distinct"),
+    for indices, message in [(torch.tensor([0, 4]), r"\[0, 4\)"),
+                             (torch.tensor([1, 1]), "distinct"),
                              (torch.tensor([0.0, 1.0]), "dtype"), (torch.tensor([0]), "shape")]:
         with pytest.raises((ValueError, TypeError), match=message):
             selective_state_update(**slots, state_batch_indices=indices)
@@ -212,6 +213,20 @@ def test_the_launch_uses_the_rule_unless_block_p_is_given():
     launch, _ = selective_state_update_launch(*(args[k] for k in ("state", "x", "dt", "A", "B",
                                                                   "C")), block_p=32)
     assert launch.named_args()["BLOCK_P"] == 32 and launch.grid == (1, 8, 2)
+
+
+def test_bounds_checks_are_dropped_only_where_the_tiles_cover_the_state_exactly():
+    def exact(headdim, dstate, block_p, indices=False):
+        args = make_step(2, 4, headdim, 1, dstate, torch.float32)
+        rows = torch.tensor([1, 0], dtype=torch.int32) if indices else None
+        launch, _ = selective_state_update_launch(
+            *(args[k] for k in ("state", "x", "dt", "A", "B", "C")),
+            state_batch_indices=rows, block_p=block_p)
+        return launch.named_args()["EXACT_TILES"]
+    assert exact(64, 128, 16) and exact(24, 32, 8)
+    assert not exact(24, 32, 16)              # a partial last tile of headdim
+    assert not exact(64, 20, 16)              # dstate padded to 32
+    assert not exact(64, 128, 16, indices=True)   # rows from indices unchecked on CUDA
 
 
 @pytest.mark.parametrize("block_p", [0, 3, -4, 2.0, True, "16"])
