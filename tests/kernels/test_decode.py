@@ -215,18 +215,20 @@ def test_the_launch_uses_the_rule_unless_block_p_is_given():
     assert launch.named_args()["BLOCK_P"] == 32 and launch.grid == (1, 8, 2)
 
 
-def test_bounds_checks_are_dropped_only_where_the_tiles_cover_the_state_exactly():
-    def exact(headdim, dstate, block_p, indices=False):
+def test_bounds_checks_are_dropped_only_where_the_tiles_cover_the_arrays_exactly():
+    """EXACT_TILES; the kernel still checks the state's accesses when rows come from indices
+    (HAS_INDICES), whose values nobody checks on CUDA."""
+    def flags(headdim, dstate, block_p, indices=False):
         args = make_step(2, 4, headdim, 1, dstate, torch.float32)
         rows = torch.tensor([1, 0], dtype=torch.int32) if indices else None
         launch, _ = selective_state_update_launch(
             *(args[k] for k in ("state", "x", "dt", "A", "B", "C")),
             state_batch_indices=rows, block_p=block_p)
-        return launch.named_args()["EXACT_TILES"]
-    assert exact(64, 128, 16) and exact(24, 32, 8)
-    assert not exact(24, 32, 16)              # a partial last tile of headdim
-    assert not exact(64, 20, 16)              # dstate padded to 32
-    assert not exact(64, 128, 16, indices=True)   # rows from indices unchecked on CUDA
+        return launch.named_args()["EXACT_TILES"], launch.named_args()["HAS_INDICES"]
+    assert flags(64, 128, 16) == flags(24, 32, 8) == (True, False)
+    assert flags(24, 32, 16) == (False, False)          # a partial last tile of headdim
+    assert flags(64, 20, 16) == (False, False)          # dstate padded to 32
+    assert flags(64, 128, 16, indices=True) == (True, True)
 
 
 @pytest.mark.parametrize("block_p", [0, 3, -4, 2.0, True, "16"])
