@@ -56,13 +56,18 @@ def _check_indices(indices, batch, slots, device):
 
 
 def selective_state_update(state, x, dt, A, B, C, D=None, z=None, dt_bias=None,
-                           dt_softplus=False, state_batch_indices=None):
+                           dt_softplus=False, state_batch_indices=None, *, block_p=None):
     """One token through the SSM: updates ``state`` in place and returns ``y`` like ``x``.
 
     ``dt = softplus(dt + dt_bias)`` (bias and softplus optional), then per head ``h`` of group
     ``g = h // (nheads // ngroups)``: ``state = exp(dt A) state + (dt x) ⊗ B_g``,
     ``y = state C_g + D x``, and ``y *= silu(z)`` when ``z`` is given (module doc for shapes).
+    ``block_p`` (keyword only, not in mamba_ssm): the kernel's rows of the state per block, a
+    power of two, for measuring tile sizes; ``None`` keeps the kernel's rule.
     """
+    if block_p is not None and (isinstance(block_p, bool) or not isinstance(block_p, int)
+                                or block_p < 1 or block_p & (block_p - 1)):
+        raise ValueError(f"block_p must be None or a power of two >= 1, got {block_p!r}")
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
     if not isinstance(dt_softplus, bool):
@@ -73,7 +78,7 @@ def selective_state_update(state, x, dt, A, B, C, D=None, z=None, dt_bias=None,
         one = selective_state_update(
             add(state, 1), add(x, 1), add(dt, 1), add(A, 0), add(B, 1), add(C, 1),
             add(D, 0), add(z, 1), add(dt_bias, 0),
-            dt_softplus=dt_softplus, state_batch_indices=state_batch_indices)
+            dt_softplus=dt_softplus, state_batch_indices=state_batch_indices, block_p=block_p)
         return one.squeeze(1)
     if x.ndim != 3:
         raise ValueError(f"x must be (batch, nheads, headdim), got shape {tuple(x.shape)}")
@@ -111,6 +116,6 @@ def selective_state_update(state, x, dt, A, B, C, D=None, z=None, dt_bias=None,
         state_batch_indices = _check_indices(state_batch_indices, batch, slots, device)
 
     launch, out = selective_state_update_launch(state, x, dt, A, B, C, D, z, dt_bias,
-                                                dt_softplus, state_batch_indices)
+                                                dt_softplus, state_batch_indices, block_p)
     launch.run()
     return out

@@ -280,11 +280,14 @@ def _backward_examples():
 
 def _decode_examples():
     """The decode step: mamba_ssm Mamba2's per-head broadcasts with every option (bf16, 8 groups,
-    state_batch_indices), and full tensors with none (fp32, padded headdim / dstate)."""
+    state_batch_indices), and full tensors with none (fp32, padded headdim / dstate), at the
+    narrow tiles this small grid gets; and the wide tile (``block_p`` 16) that a large batch
+    gets, with a float32 state and bf16 inputs as the benchmark's layer."""
     batch, nheads = 4, 16
-    for tag, dtype, headdim, dstate, ngroups, full in [
-        ("bfloat16-per-head-p64-n128-g8", torch.bfloat16, 64, 128, 8, True),
-        ("float32-bare-p80-n48-g1", torch.float32, 80, 48, 1, False),
+    for tag, dtype, headdim, dstate, ngroups, full, block_p in [
+        ("bfloat16-per-head-p64-n128-g8", torch.bfloat16, 64, 128, 8, True, None),
+        ("float32-bare-p80-n48-g1", torch.float32, 80, 48, 1, False, None),
+        ("float32-state-per-head-p64-n128-g1-wide", torch.bfloat16, 64, 128, 1, True, 16),
     ]:
         x = torch.zeros(batch, nheads, headdim, dtype=dtype)
         if full:
@@ -295,8 +298,9 @@ def _decode_examples():
         else:
             dt, A = torch.zeros(batch, nheads, headdim), torch.zeros(nheads, headdim, dstate)
             D = z = dt_bias = indices = None
-        state = torch.zeros(batch, nheads, headdim, dstate, dtype=dtype)
+        state_dtype = torch.float32 if tag.startswith("float32-state") else dtype
+        state = torch.zeros(batch, nheads, headdim, dstate, dtype=state_dtype)
         B = torch.zeros(batch, ngroups, dstate, dtype=dtype)
         launch, _ = selective_state_update_launch(state, x, dt, A, B, B, D, z, dt_bias, full,
-                                                  indices)
+                                                  indices, block_p)
         yield f"selective_state_update[{tag}]", launch.kernel, launch.args

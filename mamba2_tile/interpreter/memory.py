@@ -118,6 +118,15 @@ def _tile_region(array, index, tile_shape, order, op):
     return view, region
 
 
+def _require_inside(inside, tile_shape, index, shape, op):
+    """``check_bounds=False`` promises the tile lies wholly inside the array; on a GPU a tile
+    that sticks out is then undefined behaviour, so the interpreter refuses it."""
+    if tuple(inside) != tuple(tile_shape):
+        raise TileValueError(f"ct.{op}: check_bounds=False, but the tile {tuple(tile_shape)} at "
+                             f"index {index} sticks out of an array of shape {shape} (undefined "
+                             f"behaviour on a GPU)")
+
+
 def _padding_value(mode, dtype):
     mode = getattr(mode, "value", mode)
     if dtype.kind == "f":
@@ -142,6 +151,8 @@ def load(array, index, shape, *, order="C", padding_mode="undetermined", check_b
                             f"{array.ndim}")
     view, region = _tile_region(array, index, tile_shape, order, "load")
     values = view[region]
+    if not check_bounds:
+        _require_inside(values.shape, tile_shape, index, view.shape, "load")
     if values.shape != tile_shape:
         padded = np.full(tile_shape, _padding_value(padding_mode, array.dtype),
                          dtype=values.dtype)
@@ -180,6 +191,8 @@ def store(array, index, tile, *, order="C", check_bounds=True, latency=None, all
         raise TileTypeError(f"ct.store: a tile of shape {tile.shape} (rank {tile.ndim}) cannot "
                             f"be stored into an array of rank {array.ndim}")
     view, region = _tile_region(array, index, values.shape, order, "store")
+    if not check_bounds:
+        _require_inside(view[region].shape, values.shape, index, view.shape, "store")
     array.stored = True
     inside = tuple(slice(0, s.stop - s.start) for s in region)
     view[region] = round_to(values[inside], array.dtype)

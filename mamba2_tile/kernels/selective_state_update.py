@@ -11,18 +11,72 @@ mamba_ssm's ``Mamba2`` passes ``dt``, ``dt_bias``, ``A`` and ``D`` as stride-0 b
 value per head (``(b, h) -> (b, h, p)``, ``(h,) -> (h, p, n)``); the launcher passes such a
 tensor as its one value per head and the ``*_PER_HEAD`` constant makes the kernel load a
 ``(1, 1)`` tile that broadcasts, so the broadcast is never materialised.
+
+Speed is bytes in flight: a copy-speed step needs many blocks per SM, each with its loads issued
+at once. Three choices give that (sm_90 SASS of the 80-head x 64 x 128 launch, float32 state,
+bfloat16 inputs, as compiled by ``tests/compile_kernels.py``'s compiler):
+
+* **No TMA** (``allow_tma=False`` on every access, :func:`load_tile`). Left to choose, the
+  compiler loads the state tile with TMA and warp-specialises the kernel: 8 warps (4 compute,
+  the rest issuing copies) with 255 registers per thread, so one block fills an SM's register
+  file and each SM holds one 16 KB tile at a time, then waits for its load, its maths and its
+  store in turn. That kernel reached 13-33% of copy bandwidth on an H200
+  (``data/h200_decode.json``, before this change). Plain loads give 4 warps, no shared-memory
+  staging of the state, each thread reading its share of a row with 16-byte ``LDG.E.128`` and
+  writing it back with ``STG.E.128``; 32-70 registers per thread by tile size (``BLOCK_P`` 4-16),
+  so 7-16 blocks share an SM.
+* **Tiles by grid size** (:func:`decode_block_p`): ``BLOCK_P`` rows of the state per block,
+  ``WIDE_TILE_ELEMENTS`` of state in a tile when there are blocks enough to give every SM
+  ``BLOCKS_PER_SM`` of them, halved (down to ``NARROW_TILE_ELEMENTS``) while there are not, so a
+  small batch still spreads over every SM. mamba_ssm's Triton kernel makes the same trade with
+  fixed tiles (4 rows of 128 state entries per 4-warp program at dstate 128).
+* **No bounds checks where none can fail** (``EXACT_TILES``: ``BLOCK_P`` divides headdim and
+  dstate is a power of two; for the state, also no ``state_batch_indices``, whose values nobody
+  checks on CUDA): ``check_bounds=False`` takes the predicates and branches around each access
+  away (``BLOCK_P`` 16: 936 -> 600 instructions; ``BLOCK_P`` 4: 536 -> 352, 35 -> 32 registers).
 """
 
 import torch
 
 from mamba2_tile.kernels.exp2 import LOG2E
 from mamba2_tile.kernels.launching import KernelLaunch, cdiv, next_power_of_2, placeholder
+from mamba2_tile.kernels.plan import device_sm_count
 from mamba2_tile.tile import ct
 
 # As mamba_ssm: above this softplus(dt) == dt to float32 precision, and exp would overflow.
 SOFTPLUS_THRESHOLD = 20.0
-# The state tile a block holds is BLOCK_P x dstate float32 values; this bounds it.
-MAX_TILE_ELEMENTS = 4096
+# The state tile of one block, BLOCK_P x dstate values (module doc). Wide: four 16-byte float32
+# loads per thread of a 4-warp block; narrow: one.
+WIDE_TILE_ELEMENTS = 2048
+NARROW_TILE_ELEMENTS = 512
+# Blocks per SM that the wide tile needs the grid to provide before it is used: about what fits
+# (5-12 by registers at these tiles), so the loads of several blocks overlap on every SM.
+BLOCKS_PER_SM = 8
+
+
+@ct.function
+def load_tile(array, index, shape, EXACT):
+    """A plain (not TMA) load: unchecked when ``EXACT`` (the tile lies inside ``array``),
+    else zero where it sticks out."""
+    if EXACT:
+        tile = ct.load(array, index, shape, check_bounds=False, allow_tma=False)
+    else:
+        tile = ct.load(array, index, shape, padding_mode=ct.PaddingMode.ZERO, allow_tma=False)
+    return tile
+
+
+@ct.function
+def load_column(array, index, shape, BLOCK_P, EXACT):
+    """A ``shape`` tile of ``BLOCK_P`` channels (its last axis) as a float32 ``(BLOCK_P, 1)``
+    column."""
+    return ct.reshape(load_tile(array, index, shape, EXACT), (BLOCK_P, 1)).astype(ct.float32)
+
+
+@ct.function
+def load_scalar(array, index, shape):
+    """One value (a stride-0 broadcast's), at ``index`` in a ``shape`` of ones, as a float32
+    ``(1, 1)`` tile."""
+    return ct.reshape(load_tile(array, index, shape, True), (1, 1)).astype(ct.float32)
 
 
 @ct.kernel
@@ -44,63 +98,64 @@ def selective_state_update_kernel(
     HAS_DT_BIAS: ct.Constant[bool],
     HAS_INDICES: ct.Constant[bool],
     DT_SOFTPLUS: ct.Constant[bool],
+    EXACT_TILES: ct.Constant[bool],   # BLOCK_P divides headdim, BLOCK_N is dstate
 ):
     b = ct.bid(0)
     h = ct.bid(1)
     pb = ct.bid(2)
     g = h // HEADS_PER_GROUP
-    zero = ct.PaddingMode.ZERO
 
     row = b
     if HAS_INDICES:
-        row = ct.load(state_batch_indices, (b,), ())
+        row = ct.load(state_batch_indices, (b,), (), allow_tma=False)
+    # Channels past headdim and state entries past dstate load as 0 and are never stored. With
+    # exact tiles nothing can stick out, so no access is checked (fewer instructions each),
+    # except the state's when its rows come from indices: on CUDA nobody checked those.
+    state_exact = EXACT_TILES and not HAS_INDICES
+    state_tile = (1, 1, BLOCK_P, BLOCK_N)
 
-    # Channels past headdim and state entries past dstate load as 0 and are never stored.
-    h_tile = ct.load(state, (row, h, pb, 0), (1, 1, BLOCK_P, BLOCK_N), padding_mode=zero)
+    h_tile = load_tile(state, (row, h, pb, 0), state_tile, state_exact)
     h_tile = ct.reshape(h_tile, (BLOCK_P, BLOCK_N)).astype(ct.float32)
-    x_t = ct.load(x, (b, h, pb), (1, 1, BLOCK_P), padding_mode=zero)
-    x_t = ct.reshape(x_t, (BLOCK_P, 1)).astype(ct.float32)
+    x_t = load_column(x, (b, h, pb), (1, 1, BLOCK_P), BLOCK_P, EXACT_TILES)
 
     if DT_PER_HEAD:
-        dt_t = ct.reshape(ct.load(dt, (b, h, 0), (1, 1, 1)), (1, 1)).astype(ct.float32)
+        dt_t = load_scalar(dt, (b, h, 0), (1, 1, 1))
     else:
-        dt_t = ct.load(dt, (b, h, pb), (1, 1, BLOCK_P), padding_mode=zero)
-        dt_t = ct.reshape(dt_t, (BLOCK_P, 1)).astype(ct.float32)
+        dt_t = load_column(dt, (b, h, pb), (1, 1, BLOCK_P), BLOCK_P, EXACT_TILES)
     if HAS_DT_BIAS:
         if DT_BIAS_PER_HEAD:
-            bias = ct.reshape(ct.load(dt_bias, (h, 0), (1, 1)), (1, 1))
+            dt_t = dt_t + load_scalar(dt_bias, (h, 0), (1, 1))
         else:
-            bias = ct.load(dt_bias, (h, pb), (1, BLOCK_P), padding_mode=zero)
-            bias = ct.reshape(bias, (BLOCK_P, 1))
-        dt_t = dt_t + bias.astype(ct.float32)
+            dt_t = dt_t + load_column(dt_bias, (h, pb), (1, BLOCK_P), BLOCK_P, EXACT_TILES)
     if DT_SOFTPLUS:
         dt_t = ct.where(dt_t <= SOFTPLUS_THRESHOLD,
                         ct.log(1.0 + ct.exp2(dt_t * LOG2E)), dt_t)
 
     if A_PER_HEAD:
-        A_t = ct.reshape(ct.load(A, (h, 0, 0), (1, 1, 1)), (1, 1)).astype(ct.float32)
+        A_t = load_scalar(A, (h, 0, 0), (1, 1, 1))
     else:
-        A_t = ct.load(A, (h, pb, 0), (1, BLOCK_P, BLOCK_N), padding_mode=zero)
+        A_t = load_tile(A, (h, pb, 0), (1, BLOCK_P, BLOCK_N), EXACT_TILES)
         A_t = ct.reshape(A_t, (BLOCK_P, BLOCK_N)).astype(ct.float32)
-    B_t = ct.reshape(ct.load(B, (b, g, 0), (1, 1, BLOCK_N), padding_mode=zero), (1, BLOCK_N))
-    C_t = ct.reshape(ct.load(C, (b, g, 0), (1, 1, BLOCK_N), padding_mode=zero), (1, BLOCK_N))
+    B_t = load_tile(B, (b, g, 0), (1, 1, BLOCK_N), EXACT_TILES)
+    C_t = load_tile(C, (b, g, 0), (1, 1, BLOCK_N), EXACT_TILES)
+    B_t = ct.reshape(B_t, (1, BLOCK_N)).astype(ct.float32)
+    C_t = ct.reshape(C_t, (1, BLOCK_N)).astype(ct.float32)
 
-    h_tile = ct.exp2(dt_t * A_t * LOG2E) * h_tile + (dt_t * x_t) * B_t.astype(ct.float32)
-    ct.store(state, (row, h, pb, 0),
-             ct.reshape(h_tile, (1, 1, BLOCK_P, BLOCK_N)).astype(state.dtype))
+    h_tile = ct.exp2(dt_t * A_t * LOG2E) * h_tile + (dt_t * x_t) * B_t
+    ct.store(state, (row, h, pb, 0), ct.reshape(h_tile, state_tile).astype(state.dtype),
+             check_bounds=not state_exact, allow_tma=False)
 
-    y = ct.sum(h_tile * C_t.astype(ct.float32), axis=1, keepdims=True)      # (BLOCK_P, 1)
+    y = ct.sum(h_tile * C_t, axis=1, keepdims=True)                      # (BLOCK_P, 1)
     if HAS_D:
         if D_PER_HEAD:
-            D_t = ct.reshape(ct.load(D, (h, 0), (1, 1)), (1, 1))
+            y = y + load_scalar(D, (h, 0), (1, 1)) * x_t
         else:
-            D_t = ct.reshape(ct.load(D, (h, pb), (1, BLOCK_P), padding_mode=zero), (BLOCK_P, 1))
-        y = y + D_t.astype(ct.float32) * x_t
+            y = y + load_column(D, (h, pb), (1, BLOCK_P), BLOCK_P, EXACT_TILES) * x_t
     if HAS_Z:
-        z_t = ct.load(z, (b, h, pb), (1, 1, BLOCK_P), padding_mode=zero)
-        z_t = ct.reshape(z_t, (BLOCK_P, 1)).astype(ct.float32)
+        z_t = load_column(z, (b, h, pb), (1, 1, BLOCK_P), BLOCK_P, EXACT_TILES)
         y = y * z_t / (1.0 + ct.exp2(-z_t * LOG2E))
-    ct.store(out, (b, h, pb), ct.reshape(y, (1, 1, BLOCK_P)).astype(out.dtype))
+    ct.store(out, (b, h, pb), ct.reshape(y, (1, 1, BLOCK_P)).astype(out.dtype),
+             check_bounds=not EXACT_TILES, allow_tma=False)
 
 
 def _per_head(t, axes):
@@ -113,11 +168,25 @@ def _per_head(t, axes):
     return t.as_strided(shape, stride)
 
 
+def decode_block_p(batch, nheads, headdim, dstate, sm_count):
+    """``BLOCK_P``, the rows of the state per block (module doc): the widest tile up to
+    ``WIDE_TILE_ELEMENTS``, halved while the grid gives fewer than ``BLOCKS_PER_SM`` blocks per
+    SM and the tile is wider than ``NARROW_TILE_ELEMENTS``. At 80 heads x 64 x 128 on 132 SMs:
+    4 rows at batch 1, 8 at batch 2, 16 from batch 4 on."""
+    block_n = next_power_of_2(dstate)
+    block_p = max(1, min(next_power_of_2(headdim), WIDE_TILE_ELEMENTS // block_n))
+    while (block_p > 1 and block_p * block_n > NARROW_TILE_ELEMENTS
+           and batch * nheads * cdiv(headdim, block_p) < BLOCKS_PER_SM * sm_count):
+        block_p //= 2
+    return block_p
+
+
 def selective_state_update_launch(state, x, dt, A, B, C, D=None, z=None, dt_bias=None,
-                                  dt_softplus=False, state_batch_indices=None):
+                                  dt_softplus=False, state_batch_indices=None, block_p=None):
     """Plan the launch for checked arguments (:mod:`mamba2_tile.decode`, int32 indices);
-    returns ``(KernelLaunch, out)``. Only an ``A`` broadcast along one of headdim / dstate is
-    copied (made contiguous)."""
+    returns ``(KernelLaunch, out)``. ``block_p``: the rows of the state per block, a power of
+    two; ``None`` for :func:`decode_block_p`'s rule on ``x``'s device. Only an ``A`` broadcast
+    along one of headdim / dstate is copied (made contiguous)."""
     batch, nheads, headdim = x.shape
     ngroups, dstate = B.shape[1], B.shape[2]
     dt_head = _per_head(dt, (2,))
@@ -129,7 +198,8 @@ def selective_state_update_launch(state, x, dt, A, B, C, D=None, z=None, dt_bias
 
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     block_n = next_power_of_2(dstate)
-    block_p = max(1, min(next_power_of_2(headdim), MAX_TILE_ELEMENTS // block_n))
+    if block_p is None:
+        block_p = decode_block_p(batch, nheads, headdim, dstate, device_sm_count(x.device))
     grid = (batch, nheads, cdiv(headdim, block_p))
     no_indices = torch.empty(0, dtype=torch.int32, device=x.device)
     args = (
@@ -143,5 +213,6 @@ def selective_state_update_launch(state, x, dt, A, B, C, D=None, z=None, dt_bias
         dt_head is not None, bias_head is not None, A_head is not None, D_head is not None,
         D is not None, z is not None, dt_bias is not None, state_batch_indices is not None,
         bool(dt_softplus),
+        headdim % block_p == 0 and dstate == block_n,
     )
     return KernelLaunch(grid, selective_state_update_kernel, args), out

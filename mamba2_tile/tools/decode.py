@@ -2,6 +2,7 @@
 
     python -m mamba2_tile.tools.decode                   # writes data/h200_decode.{json,csv}
     python -m mamba2_tile.tools.decode --batch 16 64 --state-dtype float32 --no-save
+    python -m mamba2_tile.tools.decode --block-p auto 4 8 16 32 --name h200_decode_tiles
 
 One token through one Mamba-2 layer, for every batch size (default 1 ... 256) and every state
 dtype (default float32 and bfloat16: mamba_ssm keeps the cached state in float32 or in the model
@@ -17,6 +18,10 @@ speed-up (theirs over ours), the fraction of the copy bandwidth each reaches on 
 (:func:`minimal_bytes`: the state read and written once, the per-token inputs read and ``y``
 written once), and each one's error against the float64 reference
 (:func:`mamba2_tile.reference_decode.selective_state_update`) on ``y`` and on the new state.
+``--block-p`` lists the tiles of this package's kernel to time (rows of the state per block,
+:func:`mamba2_tile.kernels.selective_state_update.decode_block_p`; ``auto``, the default, is
+that rule): one row per tile, mamba_ssm timed once per batch and state dtype and repeated in
+each, so one run compares the tiles. ``block_p`` in a row is the tile that ran.
 Timing and the copy rate are the benchmark's (:mod:`mamba2_tile.tools.bench.measurement`):
 CUDA-graph replays with the L2 flushed before each, the copy measured in the same run. The
 state is updated in place by every replay, as in generation.
@@ -32,6 +37,8 @@ from tabulate import tabulate
 
 from mamba2_tile import reference_decode
 from mamba2_tile.decode import selective_state_update
+from mamba2_tile.kernels.plan import device_sm_count
+from mamba2_tile.kernels.selective_state_update import decode_block_p
 from mamba2_tile.tools import arguments
 from mamba2_tile.tools.bench import measurement, reporting
 from mamba2_tile.tools.results import DATA_DIR
@@ -43,6 +50,7 @@ INPUT_DTYPES = ("bfloat16", "float16", "float32")
 # Mamba-2 2.7B: d_model 2560, expand 2 -> d_inner 5120 = 80 heads x 64; d_state 128, ngroups 1.
 LAYER = dict(nheads=80, headdim=64, dstate=128, ngroups=1)
 NOT_INSTALLED = "not installed"
+AUTO = "auto"
 # The per-head parameters dt_bias, A and D are float32 in Mamba2 (its A_log, D, dt_bias).
 PARAMETER_BYTES = 4
 
@@ -98,9 +106,23 @@ def load_mamba_ssm():
     return theirs, None
 
 
+def block_p_option(text):
+    """``--block-p``: ``auto`` (the kernel's rule) or a power of two >= 1."""
+    if text == AUTO:
+        return AUTO
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1 or value & (value - 1):
+        raise argparse.ArgumentTypeError(f"expected {AUTO!r} or a power of two >= 1, got {text!r}")
+    return value
+
+
 def planned_rows(args):
-    """``[(state_dtype, batch), ...]`` in the order they are measured."""
-    return [(state_dtype, batch) for state_dtype in args.state_dtype for batch in args.batch]
+    """``[(state_dtype, batch, block_p option), ...]`` in the order they are measured."""
+    return [(state_dtype, batch, block_p) for state_dtype in args.state_dtype
+            for batch in args.batch for block_p in args.block_p]
 
 
 def _reference(inputs):
@@ -109,37 +131,48 @@ def _reference(inputs):
     return torch.from_numpy(y), torch.from_numpy(state)
 
 
-def _call(fn, inputs, state):
+def _call(fn, inputs, state, **options):
     return lambda: fn(state, inputs["x"], inputs["dt"], inputs["A"], inputs["B"], inputs["C"],
-                      D=inputs["D"], z=inputs["z"], dt_bias=inputs["dt_bias"], dt_softplus=True)
+                      D=inputs["D"], z=inputs["z"], dt_bias=inputs["dt_bias"], dt_softplus=True,
+                      **options)
 
 
-def _measure(fn, name, inputs, y_ref, state_ref, reps, flush_buffer, nbytes, copy_rate):
+def _measure(fn, name, inputs, y_ref, state_ref, reps, flush_buffer, nbytes, copy_rate,
+             **options):
     """``<name>_ms``, its copy fraction and its errors on ``y`` and the new state."""
     state = inputs["state"].clone()              # one step from the same state, for the errors
-    y = _call(fn, inputs, state)()
+    y = _call(fn, inputs, state, **options)()
     fields = {f"{name}_rel_err": measurement.errors(y.cpu(), y_ref)[0],
               f"{name}_state_rel_err": measurement.errors(state.cpu(), state_ref)[0]}
-    ms = measurement.median_ms(_call(fn, inputs, state), reps, flush_buffer)
+    ms = measurement.median_ms(_call(fn, inputs, state, **options), reps, flush_buffer)
     fields[f"{name}_ms"] = ms
     fields[f"{name}_copy_fraction"] = nbytes / (ms * 1e-3) / copy_rate
     return fields
 
 
-def measure_row(args, state_dtype, batch, reps, flush_buffer, copy_rate, theirs):
-    """One row: this package's and (with ``theirs``) mamba_ssm's time, errors, bandwidth; a
-    failure of mamba_ssm's call is stored in ``mamba_ssm_error`` and the run goes on."""
+def measure_row(args, state_dtype, batch, reps, flush_buffer, copy_rate, theirs,
+                block_p=AUTO, theirs_fields=None):
+    """One row: this package's time, errors, bandwidth with tile ``block_p`` (an int or
+    ``"auto"``), and mamba_ssm's (with ``theirs``): measured, or ``theirs_fields`` (its fields
+    from another row of the same inputs) when given. A failure of mamba_ssm's call is stored
+    in ``mamba_ssm_error`` and the run goes on."""
     layer = dict(nheads=args.nheads, headdim=args.headdim, dstate=args.dstate,
                  ngroups=args.ngroups)
     inputs = decode_inputs(batch, **layer, state_dtype=state_dtype, dtype=args.dtype)
     y_ref, state_ref = _reference(inputs)
     nbytes = minimal_bytes(batch, **layer, state_dtype=state_dtype, dtype=args.dtype)
+    tile = (decode_block_p(batch, args.nheads, args.headdim, args.dstate,
+                           device_sm_count(inputs["x"].device))
+            if block_p == AUTO else block_p)
     row = dict(batch=batch, **layer, state_dtype=state_dtype, dtype=args.dtype,
-               minimal_bytes=nbytes, copy_gbps=copy_rate / 1e9)
+               minimal_bytes=nbytes, copy_gbps=copy_rate / 1e9, block_p=tile,
+               block_p_option=block_p)
     row.update(_measure(selective_state_update, "mamba2_tile", inputs, y_ref, state_ref, reps,
-                        flush_buffer, nbytes, copy_rate))
+                        flush_buffer, nbytes, copy_rate, block_p=tile))
     row["mamba_ssm_ms"] = None
-    if theirs is not None:
+    if theirs_fields is not None:
+        row.update(theirs_fields)
+    elif theirs is not None:
         try:
             row.update(_measure(theirs, "mamba_ssm", inputs, y_ref, state_ref, reps,
                                 flush_buffer, nbytes, copy_rate))
@@ -152,9 +185,15 @@ def measure_row(args, state_dtype, batch, reps, flush_buffer, copy_rate, theirs)
     return row
 
 
+def mamba_ssm_fields(row):
+    """The fields of ``row`` that :func:`measure_row` took from mamba_ssm's call."""
+    return {key: value for key, value in row.items() if key.startswith("mamba_ssm_")}
+
+
 # (header, row field, format)
 COLUMNS = [
-    ("state", "state_dtype", "{}"), ("batch", "batch", "{}"), ("ms", "mamba2_tile_ms", "{:.4f}"),
+    ("state", "state_dtype", "{}"), ("batch", "batch", "{}"), ("block_p", "block_p", "{}"),
+    ("ms", "mamba2_tile_ms", "{:.4f}"),
     ("mamba_ssm", "mamba_ssm_ms", "{:.4f}"), ("xTriton", "speedup", "{:.2f}"),
     ("%copy", "mamba2_tile_copy_fraction", "{:.0%}"),
     ("ssm_%copy", "mamba_ssm_copy_fraction", "{:.0%}"),
@@ -167,9 +206,12 @@ COLUMNS = [
 def format_table(rows, mamba_ssm_missing=False):
     """The rows as text; mamba_ssm's columns say "not installed" where it did not import,
     "failed" where its call raised (``mamba_ssm_error``) and ``-`` where a value is absent
-    otherwise. Errors are relative (``‖out − ref‖ / ‖ref‖``)."""
+    otherwise. ``block_p`` says ``(auto)`` where the kernel's rule chose it. Errors are
+    relative (``‖out − ref‖ / ‖ref‖``)."""
     def cell(row, key, fmt):
         value = row.get(key)
+        if key == "block_p" and value is not None and row.get("block_p_option") == AUTO:
+            return f"{value} ({AUTO})"
         if value is not None:
             return fmt.format(value)
         if "mamba_ssm" in key or key == "speedup":
@@ -191,6 +233,9 @@ def parse_args(argv=None):
                         default=list(DEFAULT_BATCHES), help="batch sizes (tokens in flight)")
     parser.add_argument("--state-dtype", nargs="+", choices=STATE_DTYPES,
                         default=list(STATE_DTYPES), help="dtypes of the cached state")
+    parser.add_argument("--block-p", nargs="+", type=block_p_option, default=[AUTO],
+                        help="tiles of this package's kernel to time, rows of the state per "
+                             f"block: {AUTO!r} (the kernel's rule) or powers of two")
     parser.add_argument("--dtype", choices=INPUT_DTYPES, default="bfloat16",
                         help="dtype of x, z, B, C, dt (the model's)")
     for name, value in LAYER.items():
@@ -202,7 +247,7 @@ def parse_args(argv=None):
                         help=f"output file stem under data/ (default {DEFAULT_NAME})")
     parser.add_argument("--no-save", action="store_true", help="print only, write no files")
     args = parser.parse_args(argv)
-    arguments.refuse_repeats(parser, args, "batch", "state_dtype")
+    arguments.refuse_repeats(parser, args, "batch", "state_dtype", "block_p")
     arguments.refuse_unused(parser, {"--name": args.name}, args.no_save,
                             "with --no-save, which writes no file")
     if args.nheads % args.ngroups:
@@ -231,10 +276,12 @@ def main(argv=None, data_dir=DATA_DIR):
             "reps": args.reps, "mamba_ssm_missing": missing,
             "command": " ".join(["python -m mamba2_tile.tools.decode", *command])}
     stem = data_dir / (args.name or DEFAULT_NAME)
-    rows = []
-    for state_dtype, batch in planned_rows(args):
-        rows.append(measure_row(args, state_dtype, batch, args.reps, flush_buffer, copy_rate,
-                                theirs))
+    rows, theirs_by_inputs = [], {}
+    for state_dtype, batch, block_p in planned_rows(args):
+        row = measure_row(args, state_dtype, batch, args.reps, flush_buffer, copy_rate, theirs,
+                          block_p, theirs_by_inputs.get((state_dtype, batch)))
+        theirs_by_inputs.setdefault((state_dtype, batch), mamba_ssm_fields(row))
+        rows.append(row)
         if not args.no_save:          # after every row, so an interrupted run keeps its rows
             reporting.save(stem, meta, rows)
     print(f"\n{device}; device-to-device copy {copy_rate / 1e9:.0f} GB/s; times in ms "

@@ -54,3 +54,14 @@ def test_decode_gpu_state_batch_indices(ngroups):
     untouched = torch.ones(slots, dtype=torch.bool)
     untouched[indices.long()] = False
     assert torch.equal(state[untouched.cuda()], before[untouched.cuda()])
+
+
+@pytest.mark.parametrize("block_p", [1, 4, 8, 16, 32, 64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_decode_gpu_every_block_p(block_p, dtype):
+    """Each tile the benchmark's --block-p can time, headdim 80 (a partial last tile) and
+    dstate 48 (padded), full per-channel parameters."""
+    args = on_gpu(make_step(5, 8, 80, 2, 48, dtype, per_head=False, seed=block_p))
+    y, state, y_ref, state_ref = run_both(args, dt_softplus=True, block_p=block_p)
+    assert_close(y, y_ref, GPU_TOLERANCES[dtype], "y")
+    assert_close(state, state_ref, GPU_TOLERANCES[dtype], "state")

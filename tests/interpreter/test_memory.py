@@ -4,9 +4,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mamba2_tile.interpreter import TileTypeError, launch
+from mamba2_tile.interpreter import TileTypeError, TileValueError, launch
 from mamba2_tile.interpreter import api as ct
-from mamba2_tile.interpreter.memory import Array, load
+from mamba2_tile.interpreter.memory import Array, load, store
 from mamba2_tile.interpreter.dtypes import bfloat16, round_to
 
 from . import kernels
@@ -109,3 +109,16 @@ def test_non_contiguous_numpy_views_work():
     y = np.zeros((8, 8), np.float32)
     launch((2, 1), kernels.copy_2d, (x, y, 4, 8))
     np.testing.assert_array_equal(y, x)
+
+
+def test_unchecked_bounds_refuse_a_tile_that_sticks_out():
+    """check_bounds=False is undefined behaviour on a GPU when the tile is partial: refused."""
+    inside = load(Array(np.ones((4, 8), np.float32), ct.float32), (1, 0), (2, 8),
+                  check_bounds=False)
+    assert inside.shape == (2, 8)
+    with pytest.raises(TileValueError, match="check_bounds=False.*sticks out"):
+        load(Array(np.ones((3, 8), np.float32), ct.float32), (1, 0), (2, 8), check_bounds=False)
+    target = Array(np.zeros((3, 8), np.float32), ct.float32)
+    with pytest.raises(TileValueError, match="check_bounds=False.*sticks out"):
+        store(target, (1, 0), ct.full((2, 8), 1.0, ct.float32), check_bounds=False)
+    assert not target.data.any()

@@ -7,6 +7,9 @@ import torch
 
 from mamba2_tile import api
 from mamba2_tile.decode import selective_state_update
+from mamba2_tile.kernels.selective_state_update import (BLOCKS_PER_SM, NARROW_TILE_ELEMENTS,
+                                                         WIDE_TILE_ELEMENTS, decode_block_p,
+                                                         selective_state_update_launch)
 from mamba2_tile.reference_decode import selective_state_update as reference
 from mamba2_tile.tolerances import TOLERANCES, assert_close, to_numpy
 
@@ -39,7 +42,8 @@ def run_both(args, **flags):
     if "state_batch_indices" in flags:
         np_args["state_batch_indices"] = flags["state_batch_indices"].cpu().numpy()
     y_ref, state_ref = reference(**{**np_args, **{k: v for k, v in flags.items()
-                                                   if k != "state_batch_indices"}})
+                                                   if k not in ("state_batch_indices",
+                                                                "block_p")}})
     state = args["state"].clone()
     y = selective_state_update(**{**args, "state": state}, **flags)
     return y, state, y_ref, state_ref
@@ -167,7 +171,68 @@ def test_bad_input_is_named():
         with pytest.raises(error, match=message):
             selective_state_update(**{**args, **change})
     slots = dict(args, state=torch.zeros(4, 4, 6, 8))
-    for indices, message in [(torch.tensor([0, 4]), r"\[0, 4\)"), (torch.tensor([1, 1]), "distinct"),
+    for indices, message in [(torch.tensor([0, 4]), r"\[0, 4\)"),
+                             (torch.tensor([1, 1]), "distinct"),
                              (torch.tensor([0.0, 1.0]), "dtype"), (torch.tensor([0]), "shape")]:
         with pytest.raises((ValueError, TypeError), match=message):
             selective_state_update(**slots, state_batch_indices=indices)
+
+
+@pytest.mark.parametrize("block_p", [1, 2, 4, 8, 16, 32])
+def test_every_block_p_matches_the_reference(block_p):
+    """Tiles that split headdim 24 unevenly (a partial last tile) or cover it with padding."""
+    args = make_step(3, 4, 24, 2, 20, torch.float32, seed=6)
+    y, state, y_ref, state_ref = run_both(args, dt_softplus=True, block_p=block_p)
+    assert_close(y, y_ref, 1e-5, "y")
+    assert_close(state, state_ref, 1e-5, "state")
+
+
+def test_block_p_rule_narrows_the_tile_until_the_grid_fills_the_gpu():
+    sms, pow2 = 132, lambda n: 1 << (n - 1).bit_length()
+    # Mamba-2 2.7B's layer (80 heads x 64 x 128): narrow at batch 1, wide from batch 4 on.
+    assert [decode_block_p(b, 80, 64, 128, sms) for b in (1, 2, 4, 16, 256)] == [4, 8, 16, 16, 16]
+    for batch, nheads, headdim, dstate in [(1, 80, 64, 128), (2, 8, 64, 256), (64, 24, 80, 16),
+                                           (1, 1, 8, 16), (5, 2, 3, 1), (1, 1, 1, 5000)]:
+        block_p, block_n = decode_block_p(batch, nheads, headdim, dstate, sms), pow2(dstate)
+        blocks = lambda p: batch * nheads * -(-headdim // p)
+        widest = max(1, min(pow2(headdim), WIDE_TILE_ELEMENTS // block_n))
+        assert block_p & (block_p - 1) == 0 and 1 <= block_p <= widest
+        if block_p < widest:       # narrowed: the wider tile left the grid short of blocks
+            assert blocks(2 * block_p) < BLOCKS_PER_SM * sms
+            assert 2 * block_p * block_n > NARROW_TILE_ELEMENTS
+        if blocks(block_p) < BLOCKS_PER_SM * sms:      # still short: as narrow as allowed
+            assert block_p == 1 or block_p * block_n <= NARROW_TILE_ELEMENTS
+
+
+def test_the_launch_uses_the_rule_unless_block_p_is_given():
+    args = make_step(1, 8, 64, 1, 128, torch.float32)
+    launch, _ = selective_state_update_launch(*(args[k] for k in ("state", "x", "dt", "A", "B",
+                                                                  "C")))
+    assert launch.named_args()["BLOCK_P"] == decode_block_p(1, 8, 64, 128, 132) == 4
+    assert launch.grid == (1, 8, 16)
+    launch, _ = selective_state_update_launch(*(args[k] for k in ("state", "x", "dt", "A", "B",
+                                                                  "C")), block_p=32)
+    assert launch.named_args()["BLOCK_P"] == 32 and launch.grid == (1, 8, 2)
+
+
+def test_bounds_checks_are_dropped_only_where_the_tiles_cover_the_arrays_exactly():
+    """EXACT_TILES; the kernel still checks the state's accesses when rows come from indices
+    (HAS_INDICES), whose values nobody checks on CUDA."""
+    def flags(headdim, dstate, block_p, indices=False):
+        args = make_step(2, 4, headdim, 1, dstate, torch.float32)
+        rows = torch.tensor([1, 0], dtype=torch.int32) if indices else None
+        launch, _ = selective_state_update_launch(
+            *(args[k] for k in ("state", "x", "dt", "A", "B", "C")),
+            state_batch_indices=rows, block_p=block_p)
+        return launch.named_args()["EXACT_TILES"], launch.named_args()["HAS_INDICES"]
+    assert flags(64, 128, 16) == flags(24, 32, 8) == (True, False)
+    assert flags(24, 32, 16) == (False, False)          # a partial last tile of headdim
+    assert flags(64, 20, 16) == (False, False)          # dstate padded to 32
+    assert flags(64, 128, 16, indices=True) == (True, True)
+
+
+@pytest.mark.parametrize("block_p", [0, 3, -4, 2.0, True, "16"])
+def test_a_bad_block_p_is_refused(block_p):
+    args = make_step(1, 2, 4, 1, 8, torch.float32)
+    with pytest.raises(ValueError, match="block_p must be None or a power of two"):
+        selective_state_update(**args, block_p=block_p)

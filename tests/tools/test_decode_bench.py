@@ -20,7 +20,7 @@ def test_without_a_gpu_it_says_so(capsys, monkeypatch):
 def test_the_default_rows_are_every_batch_for_both_state_dtypes():
     args = decode.parse_args([])
     rows = decode.planned_rows(args)
-    assert rows == [(s, b) for s in ("float32", "bfloat16")
+    assert rows == [(s, b, "auto") for s in ("float32", "bfloat16")
                     for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)]
     assert (args.nheads, args.headdim, args.dstate, args.ngroups, args.dtype) == (
         80, 64, 128, 1, "bfloat16")
@@ -29,8 +29,12 @@ def test_the_default_rows_are_every_batch_for_both_state_dtypes():
 def test_options_choose_the_rows():
     args = decode.parse_args(["--batch", "3", "1", "--state-dtype", "bfloat16",
                               "--nheads", "8", "--ngroups", "2"])
-    assert decode.planned_rows(args) == [("bfloat16", 3), ("bfloat16", 1)]
+    assert decode.planned_rows(args) == [("bfloat16", 3, "auto"), ("bfloat16", 1, "auto")]
     assert (args.nheads, args.ngroups) == (8, 2)
+    args = decode.parse_args(["--batch", "16", "--state-dtype", "float32",
+                              "--block-p", "auto", "4", "32"])
+    assert decode.planned_rows(args) == [("float32", 16, "auto"), ("float32", 16, 4),
+                                         ("float32", 16, 32)]
 
 
 BAD_ARGUMENTS = [
@@ -46,6 +50,10 @@ BAD_ARGUMENTS = [
     (["--name", "../x"], ["--name", "file name stem"]),
     (["--name", "x", "--no-save"], ["--name", "--no-save"]),
     (["--batch-size", "4"], ["unrecognized"]),
+    (["--block-p", "12"], ["--block-p", "power of two"]),
+    (["--block-p", "0"], ["--block-p", "power of two"]),
+    (["--block-p", "wide"], ["--block-p", "'auto'"]),
+    (["--block-p", "8", "auto", "8"], ["--block-p", "8 given more than once"]),
 ]
 
 
@@ -90,8 +98,9 @@ def test_the_inputs_are_mamba2s_broadcasts_and_match_the_reference(state_dtype):
     assert_close(state, state_ref.numpy(), TOLERANCES[getattr(torch, state_dtype)], "state")
 
 
-def fake_row(state_dtype, batch, theirs=True):
-    row = dict(batch=batch, state_dtype=state_dtype, mamba2_tile_ms=0.0123,
+def fake_row(state_dtype, batch, theirs=True, block_p_option="auto"):
+    row = dict(batch=batch, state_dtype=state_dtype, block_p=16, block_p_option=block_p_option,
+               mamba2_tile_ms=0.0123,
                mamba2_tile_copy_fraction=0.81, mamba2_tile_rel_err=2.5e-3,
                mamba2_tile_state_rel_err=1e-7, mamba_ssm_ms=None)
     if theirs:
@@ -101,14 +110,14 @@ def fake_row(state_dtype, batch, theirs=True):
 
 
 def test_the_table_with_made_up_timings():
-    table = decode.format_table([fake_row("float32", 1), fake_row("bfloat16", 256)])
+    table = decode.format_table([fake_row("float32", 1), fake_row("bfloat16", 256, True, 16)])
     lines = table.splitlines()
-    assert lines[0].split() == ["state", "batch", "ms", "mamba_ssm", "xTriton", "%copy",
-                                "ssm_%copy", "y_err", "ssm_y_err", "state_err",
+    assert lines[0].split() == ["state", "batch", "block_p", "ms", "mamba_ssm", "xTriton",
+                                "%copy", "ssm_%copy", "y_err", "ssm_y_err", "state_err",
                                 "ssm_state_err"]
-    assert lines[2].split() == ["float32", "1", "0.0123", "0.0246", "2.00", "81%", "40%",
-                                "2.5e-03", "3.0e-03", "1.0e-07", "2.0e-07"]
-    assert lines[3].split()[:2] == ["bfloat16", "256"]
+    assert lines[2].split() == ["float32", "1", "16", "(auto)", "0.0123", "0.0246", "2.00",
+                                "81%", "40%", "2.5e-03", "3.0e-03", "1.0e-07", "2.0e-07"]
+    assert lines[3].split()[:4] == ["bfloat16", "256", "16", "0.0123"]
 
 
 def test_the_table_says_when_mamba_ssm_is_not_installed():
@@ -133,17 +142,22 @@ def test_a_whole_run_with_the_gpu_parts_faked(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(decode.measurement, "copy_bandwidth",
                         lambda buffer, reps: {"memcpy": 0.5e12, "kernel": 1e12})
     monkeypatch.setattr(decode.measurement, "versions", lambda: {"torch": "fake"})
-    times = iter([0.01, 0.02, 0.03, 0.03])
+    # per batch: ours (auto), mamba_ssm (once), ours (2 rows per block)
+    times = iter([0.01, 0.02, 0.005, 0.03, 0.03, 0.015])
     monkeypatch.setattr(decode.measurement, "median_ms", lambda fn, reps, buffer: next(times))
     assert decode.main(["--batch", "1", "2", "--state-dtype", "bfloat16", "--nheads", "4",
-                        "--headdim", "8", "--dstate", "16", "--name", "decode_test"],
-                       data_dir=tmp_path) == 0
+                        "--headdim", "8", "--dstate", "16", "--block-p", "auto", "2",
+                        "--name", "decode_test"], data_dir=tmp_path) == 0
     saved = json.loads((tmp_path / "decode_test.json").read_text())
     assert saved["device"] == "fake GPU" and saved["copy_gbps"] == 1000.0
     assert saved["versions"] == {"torch": "fake"} and saved["mamba_ssm_missing"] is None
-    first, second = saved["rows"]
-    assert (first["batch"], second["batch"]) == (1, 2)
+    first, first_2, second, second_2 = saved["rows"]
+    assert [r["batch"] for r in saved["rows"]] == [1, 1, 2, 2]
+    assert [r["block_p_option"] for r in saved["rows"]] == ["auto", 2, "auto", 2]
+    assert first["block_p"] == 8 and first_2["block_p"] == 2      # the rule: 8 x 16 = narrow
     assert first["speedup"] == pytest.approx(2.0) and second["speedup"] == pytest.approx(1.0)
+    assert first_2["mamba_ssm_ms"] == first["mamba_ssm_ms"] == 0.02
+    assert first_2["speedup"] == pytest.approx(4.0) and second_2["speedup"] == pytest.approx(2.0)
     nbytes = decode.minimal_bytes(1, 4, 8, 16, 1, "bfloat16", "bfloat16")
     assert first["minimal_bytes"] == nbytes
     assert first["mamba2_tile_copy_fraction"] == pytest.approx(nbytes / 1e-5 / 1e12)
