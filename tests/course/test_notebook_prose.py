@@ -55,3 +55,15 @@ def test_prose_does_not_call_an_existing_notebook_future(path):
              for number, sentence in stale_mentions(cell.source, existing)]
     assert not stale, "\n".join(f"{path.name} cell {index}: notebook {number} exists, but: "
                                 f"{sentence!r}" for index, number, sentence in stale)
+
+
+def test_every_notebook_is_on_the_course_map_and_in_the_readme():
+    """A notebook in solutions/ is part of the course: notebook 00's course map has its row and
+    the README's table names it."""
+    readme = (SOLUTIONS.parent / "README.md").read_text(encoding="utf-8")
+    welcome = nbformat.read(SOLUTIONS / "00_welcome.ipynb", as_version=4)
+    course_map = "\n".join(cell.source for cell in welcome.cells if cell.cell_type == "markdown"
+                           and "course map" in cell.source.lower())
+    for path in sorted(SOLUTIONS.glob("[0-9][0-9]_*.ipynb")):
+        assert f"| {path.name[:2]} |" in course_map, f"{path.name} is not on 00's course map"
+        assert f"`{path.stem}`" in readme, f"{path.name} is not in the README's table"
