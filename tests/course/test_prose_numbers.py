@@ -9,18 +9,23 @@ until the claim is updated), and each group must read as the data rounds. A figu
 with every run or has no source in data/ is printed by a code cell instead (nb09's tuning times).
 """
 
+import json
 import re
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from mamba2_tile.tools.results import load_models_results, load_results
+from mamba2_tile.tools.results import (DATA_DIR, load_models_results, load_results,
+                                       load_scaling_results)
+from mamba2_tile.tools.scaling import loglog_slope
 
 SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions"
 
 
 def _rows(name):
+    if name == "h200_decode":   # the decode sweep's rows have no Problem fields to check
+        return json.loads((DATA_DIR / f"{name}.json").read_text())["rows"]
     results = load_models_results(name) if name == "h200_models" else load_results(name)
     assert results is not None, f"data/{name}.json is missing"
     return results["rows"]
@@ -80,6 +85,19 @@ def _models(batch=None, tf32=False):
     return [row["vs_best_peer"] for row in _rows("h200_models")
             if (batch is None or row["batch"] == batch)
             and (row["dtype"] == "float32" and row["tf32"] if tf32 else row["dtype"] != "float32")]
+
+
+def _decode(key="speedup", state_dtype=None):
+    """One column of data/h200_decode.json (the decode step, batch 1-256), all rows or those
+    keeping the state in ``state_dtype``."""
+    return [row[key] for row in _rows("h200_decode")
+            if state_dtype is None or row["state_dtype"] == state_dtype]
+
+
+def _growth(method, key="ms"):
+    """The growth exponent over the last doubling of data/h200_scaling.json, as notebook 10
+    prints it."""
+    return loglog_slope(load_scaling_results()["rows"], method, key)
 
 
 NUMBER = r"([\d.]+)"
@@ -142,6 +160,24 @@ CLAIMS = [
      lambda: (min(_models(batch=8)), max(_models(batch=8))), _fixed(1)),
     ("09", rf"With `tf32=True` it is {NUMBER}× the faster peer",
      lambda: tuple(_models(tf32=True)), _fixed(2)),
+    ("10", rf"slope 1 once the sequence is long enough to keep the GPU busy \(measured: {NUMBER}\)\. "
+           rf"Flash attention's rises with slope 2 \({NUMBER}\)\. Naive attention's measured exponent "
+           rf"over its last doubling \(16k → 32k, after which it runs out of memory\) is only {NUMBER}",
+     lambda: (_growth("mamba2_tile"), _growth("sdpa_attention"), _growth("naive_attention")),
+     _fixed(2)),
+    ("10", rf"1 for the SSD \({NUMBER}\), 2 for flash attention's time \({NUMBER}\), 2 for naive "
+           rf"attention's memory\. Naive attention's time reaches only {NUMBER}",
+     lambda: (_growth("mamba2_tile"), _growth("sdpa_attention"), _growth("naive_attention")),
+     _fixed(2)),
+    ("13", rf"runs at {NUMBER}–{NUMBER}× mamba_ssm's speed — that is, it is \*slower\*, "
+           rf"{NUMBER}–{NUMBER}×",
+     lambda: (min(_decode()), max(_decode()), 1 / max(_decode()), 1 / min(_decode())),
+     lambda value: f"{value:.2f}" if value < 1 else f"{value:.1f}"),
+    ("13", rf"with float32 states it reaches {NUMBER}–{NUMBER}% of the copy bandwidth where "
+           rf"mamba_ssm reaches {NUMBER}–{NUMBER}%",
+     lambda: tuple(100 * f(_decode(key, "float32")) for key in
+                   ("mamba2_tile_copy_fraction", "mamba_ssm_copy_fraction") for f in (min, max)),
+     _fixed(0)),
 ]
 
 
