@@ -53,6 +53,20 @@ def matmul(a, b, c, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[
 
 
 @ct.kernel
+def causal_matmul(s, v, out, TM: ct.Constant[int], TN: ct.Constant[int]):
+    """out = tril(s) @ v (the primer's Exercise 4): tiles up to the diagonal, the diagonal masked."""
+    i = ct.bid(0)
+    acc = ct.zeros((TM, TN), dtype=ct.float32)
+    rows = ct.reshape(i * TM + ct.arange(TM, dtype=ct.int32), (TM, 1))
+    for k in range(i + 1):
+        s_tile = ct.load(s, index=(i, k), shape=(TM, TM), padding_mode=ct.PaddingMode.ZERO)
+        v_tile = ct.load(v, index=(k, 0), shape=(TM, TN), padding_mode=ct.PaddingMode.ZERO)
+        cols = ct.reshape(k * TM + ct.arange(TM, dtype=ct.int32), (1, TM))
+        acc = ct.mma(ct.where(rows >= cols, s_tile, 0.0), v_tile, acc)
+    ct.store(out, index=(i, 0), tile=acc.astype(out.dtype))
+
+
+@ct.kernel
 def broken_mma(x, out, TILE: ct.Constant[int]):
     """Does not compile: ct.mma needs 2-D tiles (matrices), this passes 1-D ones."""
     t = ct.load(x, index=(0,), shape=(TILE,))
@@ -70,6 +84,8 @@ def examples():
         ("scale_add", scale_add, (x, x, x, 2.0, 256)),
         ("row_cumsum", row_cumsum, (rows, rows, 16, 64)),
         ("matmul", matmul, (a, b, c, 64, 64, 32)),
+        ("causal_matmul", causal_matmul, (np.zeros((96, 96), np.float16), b,
+                                          np.zeros((96, 64), np.float32), 32, 64)),
     ]
 
 

@@ -5,7 +5,10 @@ import math
 
 import pytest
 
+from mamba2_tile.compiler import NO_COMPILER, compile_kernel, compiler_available
 from mamba2_tile.course.checks import performance as checks
+from mamba2_tile.kernels.fwd_pass_state import fwd_pass_state_kernel, fwd_pass_state_launch
+from mamba2_tile.kernels.options import FwdPassStateOptions
 
 
 def not_written(*args, **kwargs):
@@ -88,3 +91,60 @@ def test_the_answers_agree_with_the_cost_model():
     assert checks.chunk_states_bytes(8, 4096, 64, 64, 128, 64, 4) == chunk_states_bytes(p)
     assert checks.achieved_gbps(8, 4096, 64, 64, 128, 1, 2, 1.0) == pytest.approx(
         minimal_bytes(p) / 1e-3 / 1e9)
+
+
+# --- registers per thread at occupancy 2 (compiled, no GPU) -----------------------------------
+
+needs_compiler = pytest.mark.skipif(not compiler_available(), reason=NO_COMPILER)
+
+
+def registers_written(x, B, dt, dA_cumsum, occupancy):
+    launch, _ = fwd_pass_state_launch(x, B, dt, dA_cumsum,
+                                      options=FwdPassStateOptions(occupancy=occupancy))
+    return compile_kernel(launch.kernel, launch.args, target="sm_90").registers
+
+
+def registers_of_the_bare_kernel(x, B, dt, dA_cumsum, occupancy):
+    """The occupancy is planned, but the kernel compiled is the one without the hint."""
+    launch, _ = fwd_pass_state_launch(x, B, dt, dA_cumsum,
+                                      options=FwdPassStateOptions(occupancy=occupancy))
+    return compile_kernel(fwd_pass_state_kernel, launch.args, target="sm_90").registers
+
+
+def compiled_kernel_returned(x, B, dt, dA_cumsum, occupancy):
+    launch, _ = fwd_pass_state_launch(x, B, dt, dA_cumsum,
+                                      options=FwdPassStateOptions(occupancy=occupancy))
+    return compile_kernel(launch.kernel, launch.args, target="sm_90")
+
+
+@needs_compiler
+def test_registers_check_passes_and_shows_the_drop(capsys):
+    assert checks.check_registers_per_thread(registers_written)
+    out = capsys.readouterr().out
+    assert "✅ registers_per_thread" in out and "asking for 2 blocks per SM" in out
+    problem = checks.occupancy_problem()
+    assert checks.registers_per_thread(*problem, 2) < checks.registers_per_thread(*problem, None)
+
+
+@needs_compiler
+def test_registers_check_names_a_hint_that_never_reached_the_compiler(capsys):
+    assert not checks.check_registers_per_thread(registers_of_the_bare_kernel)
+    assert "the occupancy never reached the compiler" in capsys.readouterr().out
+
+
+@needs_compiler
+def test_registers_check_asks_for_the_count_not_the_kernel(capsys):
+    assert not checks.check_registers_per_thread(compiled_kernel_returned)
+    assert "return its `.registers`" in capsys.readouterr().out
+
+
+@needs_compiler
+def test_registers_check_greets_an_unfinished_exercise(capsys):
+    assert not checks.check_registers_per_thread(not_written)
+    assert "not implemented yet" in capsys.readouterr().out
+
+
+def test_registers_check_without_a_compiler_says_so(capsys, monkeypatch):
+    monkeypatch.setattr(checks, "compiler_available", lambda: False)
+    assert not checks.check_registers_per_thread(registers_written)
+    assert "cannot be checked here" in capsys.readouterr().out

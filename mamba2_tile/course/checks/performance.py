@@ -1,17 +1,24 @@
-"""Checks for notebook 09, making the forward pass fast: two counting exercises.
+"""Checks for notebook 09, making the forward pass fast: two counting exercises and a compile.
 
 * ``check_chunk_states_bytes``: the bytes the chunk states cost the three-kernel pipeline
   (written by stage 2, read back by stage 3), the traffic that fusing the two stages removes;
-* ``check_achieved_gbps``: from a measured time to an effective bandwidth, on the minimal bytes.
+* ``check_achieved_gbps``: from a measured time to an effective bandwidth, on the minimal bytes;
+* ``check_registers_per_thread``: compile stage 2 with and without ``occupancy=2`` (no GPU
+  needed, only cuda-tile's compiler) and read the registers each thread may use.
 
-Each runs the learner's function on several sizes (realistic ones and odd ones, so that no two
-factors can be confused), compares with :mod:`mamba2_tile.cost`, and on a mismatch recomputes
-the answer the usual wrong ways to name the likely mistake.
+The counting checks run the learner's function on several sizes (realistic ones and odd ones,
+so that no two factors can be confused), compare with :mod:`mamba2_tile.cost`, and on a
+mismatch recompute the answer the usual wrong ways to name the likely mistake.
 """
 
 import numpy as np
+import torch
 
-from mamba2_tile.course.checks.feedback import compare_counts, exercise
+from mamba2_tile.compiler import NO_COMPILER, CompiledKernel, compile_kernel, compiler_available
+from mamba2_tile.course.checks.feedback import (NOT_DONE, attempt, compare, compare_counts,
+                                                 exercise)
+from mamba2_tile.kernels.fwd_pass_state import fwd_pass_state_launch
+from mamba2_tile.kernels.options import FwdPassStateOptions
 from mamba2_tile.cost import chunk_states_bytes as _states_bytes, minimal_bytes
 from mamba2_tile.problem import Problem
 
@@ -136,3 +143,64 @@ def check_achieved_gbps(fn):
     """Check ``achieved_gbps(batch, seqlen, nheads, headdim, dstate, ngroups, bytes_per_value,
     ms)``."""
     return compare_counts("achieved_gbps", fn, achieved_gbps, _GBPS_CASES, hint=_gbps_hint)
+
+
+# --------------------------------------------------------------------------------------------
+# Exercise 3: what occupancy=2 does to the registers of a thread
+# --------------------------------------------------------------------------------------------
+
+SM_REGISTERS = 65536   # 32-bit registers of one SM on sm_80, sm_90 and sm_100
+
+
+def occupancy_problem():
+    """Stage 2's inputs for one small bfloat16 layer (chunk 64, headdim 64, dstate 128), as CPU
+    zeros: compiling reads only their shapes, dtypes and strides."""
+    batch, seqlen, nheads, headdim, ngroups, dstate, chunk_size = 1, 256, 4, 64, 1, 128, 64
+    x = torch.zeros(batch, seqlen, nheads, headdim, dtype=torch.bfloat16)
+    B = torch.zeros(batch, seqlen, ngroups, dstate, dtype=torch.bfloat16)
+    dt = torch.zeros(batch, nheads, seqlen // chunk_size, chunk_size)
+    return x, B, dt, torch.zeros_like(dt)
+
+
+def registers_per_thread(x, B, dt, dA_cumsum, occupancy):
+    """The answer: stage 2 planned with ``occupancy`` (None: the compiler's choice), compiled for
+    sm_90, and the registers per thread its cubin records."""
+    launch, _ = fwd_pass_state_launch(x, B, dt, dA_cumsum,
+                                      options=FwdPassStateOptions(occupancy=occupancy))
+    return compile_kernel(launch.kernel, launch.args, target="sm_90").registers
+
+
+@exercise("09.3")
+def check_registers_per_thread(fn):
+    """Check ``registers_per_thread(x, B, dt, dA_cumsum, occupancy)`` at the default and at 2.
+
+    Needs cuda-tile's compiler (no GPU); without it, says so and returns False.
+    """
+    name = "registers_per_thread"
+    if not compiler_available():
+        print(f"⏭ {name} cannot be checked here: {NO_COMPILER}. The registers it would show are "
+              "in the text above.")
+        return False
+    problem = occupancy_problem()
+    occupancies = (None, 2)
+    answers = []
+    for occupancy in occupancies:
+        answer = attempt(name, fn, *problem, occupancy)
+        if answer is NOT_DONE:
+            return False
+        answers.append(answer)
+    expected = [registers_per_thread(*problem, occupancy) for occupancy in occupancies]
+    if any(isinstance(answer, CompiledKernel) for answer in answers):
+        print(f"❌ {name}: returned the compiled kernel; return its `.registers` (an int).")
+        return False
+    hint = None
+    if answers[0] == answers[1]:
+        hint = ("the same count both times: the occupancy never reached the compiler. Plan the "
+                "launch with options=FwdPassStateOptions(occupancy=occupancy) and compile "
+                "launch.kernel, which carries the hint, not the bare fwd_pass_state_kernel.")
+    if not compare(f"{name} at occupancy None and 2", answers, expected, atol=0, rtol=0,
+                   hint=hint or "compile the launch's kernel and args for target='sm_90'."):
+        return False
+    print(f"   The compiler's choice: {expected[0]} registers a thread; asking for 2 blocks per SM: "
+          f"{expected[1]}. Both blocks' threads share the SM's {SM_REGISTERS:,} registers.")
+    return True

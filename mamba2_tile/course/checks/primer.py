@@ -183,3 +183,90 @@ def check_matmul(matmul_kernel, m=100, n=48, k=72, tile_m=32, tile_n=32, tile_k=
     hint = _matmul_hint(got, a64, b64, tile_k)
     return compare(name, got, expected, atol=2e-3, rtol=2e-3, hint=hint,
                    axes=("row of c", "column of c"), picture=("row of c", "column of c"))
+
+
+def _block_causal(size, tile, keep):
+    """A (size, size) 0/1 mask from ``keep(row tile, column tile, rows, cols)`` per tile pair."""
+    rows, cols = np.indices((size, size))
+    return keep(rows // tile, cols // tile, rows, cols).astype(np.float64)
+
+
+CAUSAL_MISTAKES = [  # (which entries of s the wrong kernel uses, as a mask; the diagnosis)
+    (lambda T, tile: _block_causal(T, tile, lambda ti, tk, r, c: tk <= ti),
+     "the tiles left of the diagonal are right, but the diagonal tile (k == i) is not masked: "
+     "inside it, the entries with column > row are the future. Zero them with "
+     "ct.where(rows >= cols, s_tile, 0.0)."),
+    (lambda T, tile: np.ones((T, T)),
+     "every tile of s was used, the future included: loop k only over range(i + 1) (the tiles "
+     "right of the diagonal tile are all future) and mask the diagonal tile."),
+    (lambda T, tile: _block_causal(T, tile, lambda ti, tk, r, c: r > c),
+     "the diagonal is missing: row t reads its own column t too, so keep rows >= cols, not "
+     "rows > cols."),
+    (lambda T, tile: _block_causal(T, tile, lambda ti, tk, r, c: (tk == ti) & (r <= c)),
+     "the mask points the wrong way: it keeps the future (cols > rows) and drops the past. Keep "
+     "the entries where rows >= cols."),
+    (lambda T, tile: _block_causal(T, tile, lambda ti, tk, r, c: tk < ti),
+     "the loop stops before the diagonal tile: range(i) leaves out k == i; loop over "
+     "range(i + 1) and mask that last tile."),
+    (lambda T, tile: _block_causal(T, tile, lambda ti, tk, r, c: (tk <= ti) & (r % tile >= c % tile)),
+     "the mask compares positions inside the tile (ct.arange alone), so it also cuts the upper "
+     "corner off the tiles left of the diagonal, which lie wholly in the past. Compare positions "
+     "in the whole matrix: rows = i*TM + ct.arange(TM, ...), cols = k*TM + ct.arange(TM, ...)."),
+    (lambda T, tile: _block_causal(T, tile, lambda ti, tk, r, c: (tk == ti) & (r >= c)),
+     "only the diagonal tile (k == i) counts: either there is no loop over k, or each step "
+     "overwrites the accumulator; write acc = ct.mma(s_tile, v_tile, acc) inside "
+     "`for k in range(i + 1)`."),
+]
+
+
+def _wrong_blocks(got, expected, tile, atol, rtol):
+    """Which blocks (row tiles) hold a wrong row, in words: 'blocks 1 (rows 16-31), 2 (...)'."""
+    with np.errstate(invalid="ignore"):
+        bad_rows = ~np.isclose(got, expected, atol=atol, rtol=rtol).all(axis=1)
+    blocks = sorted({int(r) // tile for r in np.flatnonzero(bad_rows)})
+    last = len(expected) - 1
+    return ", ".join(f"{b} (rows {b * tile}-{min(b * tile + tile - 1, last)})" for b in blocks)
+
+
+@exercise("04.4")
+def check_causal_matmul(causal_matmul_kernel, size=45, n=12, tile=16):
+    """Exercise 4: `causal_matmul_kernel(s, v, out, TM, TN)` computes out = tril(s) @ v in tiles.
+
+    Block i owns the output rows of row tile i; only the tiles k <= i of s hold the past, and
+    the diagonal tile k == i must be masked inside. A wrong answer is compared with each
+    mistake in CAUSAL_MISTAKES, and the blocks (row tiles) whose rows are wrong are named.
+    """
+    name = "causal_matmul_kernel"
+    rng = np.random.default_rng(3)
+    s = rng.standard_normal((size, size)).astype(np.float16)
+    v = rng.standard_normal((size, n)).astype(np.float16)
+    out = _tensor(np.zeros((size, n), np.float32))
+    if _run(name, causal_matmul_kernel, (cdiv(size, tile),),
+            (_tensor(s), _tensor(v), out, tile, next_power_of_2(n))) is NOT_DONE:
+        return False
+
+    got = out.cpu().numpy()
+    s64, v64 = s.astype(np.float64), v.astype(np.float64)
+    expected = np.tril(s64) @ v64
+    atol = rtol = 2e-3
+    hint = None
+    if np.isnan(got).any():
+        hint = _NAN_HINT
+    elif not got.any():
+        hint = ("`out` is still all zeros. ct.mma returns the new accumulator: write "
+                "`acc = ct.mma(s_tile, v_tile, acc)`, then store acc at index (i, 0).")
+    else:
+        for uses, diagnosis in CAUSAL_MISTAKES:
+            if _same(got, (uses(size, tile) * s64) @ v64, atol):
+                hint = diagnosis
+                break
+    if hint is None:
+        hint = ("block i owns rows i*TM .. i*TM+TM-1 of out; for k in range(i + 1) it multiplies "
+                "tile (i, k) of s, masked where the column is past the row, by tile (k, 0) of v, "
+                "and accumulates with ct.mma.")
+    if got.shape == expected.shape and not np.isnan(got).any():
+        blocks = _wrong_blocks(got, expected, tile, atol, rtol)
+        if blocks:
+            hint += f" Blocks (row tiles of {tile}) with wrong rows: {blocks}."
+    return compare(name, got, expected, atol=atol, rtol=rtol, hint=hint, axes=("row", "column"),
+                   picture=("row of out", "column of out"))
