@@ -138,6 +138,18 @@ def test_registers_check_asks_for_the_count_not_the_kernel(capsys):
     assert "return its `.registers`" in capsys.readouterr().out
 
 
+def registers_not_returned(x, B, dt, dA_cumsum, occupancy):
+    launch, _ = fwd_pass_state_launch(x, B, dt, dA_cumsum,
+                                      options=FwdPassStateOptions(occupancy=occupancy))
+    compile_kernel(launch.kernel, launch.args, target="sm_90")
+
+
+@needs_compiler
+def test_registers_check_asks_for_an_int_when_nothing_is_returned(capsys):
+    assert not checks.check_registers_per_thread(registers_not_returned)
+    assert "returned None and None; return the registers per thread" in capsys.readouterr().out
+
+
 @needs_compiler
 def test_registers_check_greets_an_unfinished_exercise(capsys):
     assert not checks.check_registers_per_thread(not_written)

@@ -193,6 +193,10 @@ def check_registers_per_thread(fn):
     if any(isinstance(answer, CompiledKernel) for answer in answers):
         print(f"❌ {name}: returned the compiled kernel; return its `.registers` (an int).")
         return False
+    if not all(isinstance(answer, (int, np.integer)) for answer in answers):
+        print(f"❌ {name}: returned {answers[0]!r} and {answers[1]!r}; return the registers per "
+              "thread, an int (`compile_kernel(...).registers`).")
+        return False
     hint = None
     if answers[0] == answers[1]:
         hint = ("the same count both times: the occupancy never reached the compiler. Plan the "
