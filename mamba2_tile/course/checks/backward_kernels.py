@@ -24,7 +24,8 @@ import numpy as np
 import torch
 
 from mamba2_tile import dispatch, reference
-from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare, launch_exercise
+from mamba2_tile.course.checks.feedback import (NOT_DONE, attempt, compare, exercise,
+                                                 launch_exercise)
 from mamba2_tile.kernels.launching import next_power_of_2
 from mamba2_tile.reference_backward import bwd_pass_state, compute_out_backward
 from mamba2_tile.tolerances import GPU_TOLERANCES, TOLERANCES, to_numpy
@@ -198,6 +199,7 @@ STATE_PASS_CASES = [  # batch, seqlen, nheads, headdim, ngroups, dstate, chunk, 
 ]
 
 
+@exercise("12.1")
 def check_bwd_state_pass_simple(kernel, device=None):
     """The learner's reverse state pass (one block per (batch, head)) against the reference."""
     device = device or dispatch.default_device()
@@ -293,6 +295,7 @@ DC_CASES = [  # batch, seqlen, nheads, headdim, ngroups, dstate, chunk
 ]
 
 
+@exercise("12.2")
 def check_dC_from_states(kernel, device=None):
     """The learner's ``dC`` from the entering states (one block per chunk and head)."""
     device = device or dispatch.default_device()

@@ -269,4 +269,4 @@ def check_causal_matmul(causal_matmul_kernel, size=45, n=12, tile=16):
         if blocks:
             hint += f" Blocks (row tiles of {tile}) with wrong rows: {blocks}."
     return compare(name, got, expected, atol=atol, rtol=rtol, hint=hint, axes=("row", "column"),
-                   picture=("row of out", "column of out"))
+                   picture=("row", "column"))

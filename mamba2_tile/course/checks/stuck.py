@@ -52,6 +52,10 @@ SECOND_HINTS = {
     "04.3": "Look at the loop body: `acc = ct.mma(a_tile, b_tile, acc)` must assign back to "
             "`acc`, and the loop runs over `ct.num_tiles(a, axis=1, shape=(TM, TK))` with "
             "`a` at index `(i, k)` and `b` at `(k, j)`.",
+    "04.4": "Look at the two ranges: the loop is `for k in range(i + 1)` (the diagonal tile "
+            "included), and the mask compares positions in the whole matrix, `rows = i * TM + "
+            "ct.arange(TM, ...)` against `cols = k * TM + ct.arange(TM, ...)`, keeping `rows >= "
+            "cols`.",
     "05.1": "Look at the index of your two `ct.store` calls: the outputs are laid out (batch, "
             "head, chunk, position), so the index is `(b, h, c, 0)` while `dt` was loaded at "
             "`(b, c, h)`.",
@@ -87,6 +91,10 @@ SECOND_HINTS = {
             "x read and y written (`2 *`), dt, B and C (`2 *`, per group, not per head).",
     "09.2": "Look at the factor 2 (written once, read once) and at "
             "`math.ceil(seqlen / chunk_size)` for the number of chunks.",
+    "09.3": "Look at what you return: the plan comes from `fwd_pass_state_launch(..., "
+            "options=FwdPassStateOptions(occupancy=occupancy))`, the compile from "
+            "`compile_kernel(launch.kernel, launch.args, target=\"sm_90\")`, and the answer is "
+            "its `.registers`, an int.",
     "10.1": "Look at `seqlen * seqlen`: one score per pair of tokens, per head, per byte of value.",
     "10.2": "Look at the loop: `for c in reversed(range(...))`, and the update "
             "`grad = grad_local[..., c, :, :] + decay[..., c, None, None] * grad`, stored "
@@ -97,6 +105,12 @@ SECOND_HINTS = {
     "11.2": "Look at the line `g = np.exp(dA_cumsum[c, -1]) * g + from_outputs` inside "
             "`for c in reversed(range(len(dA_cumsum)))`, and at `from_outputs`'s weight "
             "`np.exp(dA_cumsum[c])`.",
+    "12.1": "Look at the order inside the loop: `c = nchunks - 1 - k` (last chunk first), then "
+            "`dstate = ct.exp(dA_last) * dstate + from_outputs`, and only then the store at "
+            "`(b, h, c, 0, 0)`: the gradient of the state entering chunk c.",
+    "12.2": "Look at the `ct.mma` line: `ct.mma(dy_c * ct.exp(dA), state, acc)`, each token's "
+            "`dy` scaled by its own `exp(dA_i)` (a `(CHUNK_SIZE, 1)` column) before the product "
+            "with the entering state `(BLOCK_P, BLOCK_N)`.",
     "13.1": "Look at the order: `optimizer.zero_grad()` before `loss.backward()`, and "
             "`optimizer.step()` after it.",
     "13.2": "Look at the sum: every tensor of every layer's cache in "
