@@ -288,7 +288,8 @@ def test_every_state_pass_mistake_has_a_wrong_kernel():
         sorted(map(str, (m for m, _ in STATE_PASS_MISTAKES)))
 
 
-@pytest.mark.parametrize("kernel, mistake", STATE_PASS_WRONG, ids=lambda v: getattr(v, "__name__", ""))
+@pytest.mark.parametrize("kernel, mistake", STATE_PASS_WRONG,
+                         ids=lambda v: getattr(v, "__name__", ""))
 def test_a_state_pass_mistake_gets_its_diagnosis_and_the_wrong_chunks(kernel, mistake, capsys):
     assert not check_bwd_state_pass_simple(kernel)
     out = capsys.readouterr().out
@@ -421,7 +422,8 @@ DC_WRONG = [
 
 
 def test_every_dC_mistake_has_a_wrong_kernel():
-    assert sorted(map(str, (m for _, m in DC_WRONG))) == sorted(map(str, (m for m, _ in DC_MISTAKES)))
+    assert sorted(map(str, (m for _, m in DC_WRONG))) == \
+        sorted(map(str, (m for m, _ in DC_MISTAKES)))
 
 
 @pytest.mark.parametrize("kernel, mistake", DC_WRONG, ids=lambda v: getattr(v, "__name__", ""))

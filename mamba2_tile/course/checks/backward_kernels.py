@@ -13,7 +13,7 @@ The kernels' signatures (the notebook defines them)::
                                  dchunk_states, dinitial_states,
                                  CHUNK_SIZE, BLOCK_P, BLOCK_N)            grid (batch, nheads, 1)
     dC_from_states_kernel(dy, dA_cumsum, chunk_states, dC,
-                          CHUNK_SIZE, BLOCK_P, BLOCK_N)                   grid (batch * nchunks, nheads, 1)
+                          CHUNK_SIZE, BLOCK_P, BLOCK_N)         grid (batch * nchunks, nheads, 1)
 
 ``dchunk_states[b, h, c]`` is the gradient of the state *entering* chunk ``c`` (notebook 11's
 ``bwd_pass_state``); ``dC`` is per head, ``(batch, seqlen, nheads, dstate)``, the part of ``dC``
@@ -49,6 +49,12 @@ def wrong_chunks(got, expected, tol):
     bad = bad.reshape(bad.shape[:3] + (-1,)).any(axis=-1)
     return {(int(b), int(h)): [int(c) for c in np.flatnonzero(bad[b, h])]
             for b, h in zip(*np.nonzero(bad.any(axis=-1)))}
+
+
+def _by_chunk(t, chunk_size):
+    """(b, l, h, n) -> (b, h, c, s, n), zero past seqlen: per-token arrays in the layout that
+    :func:`wrong_chunks` reads, so Exercise 2's report names chunks as Exercise 1's does."""
+    return _chunked(t, chunk_size).transpose(0, 3, 1, 2, 4)
 
 
 def _print_wrong_chunks(wrong, nchunks):
@@ -320,11 +326,7 @@ def check_dC_from_states(kernel, device=None):
                         ("batch", "token", "head", "dstate")):
             got = to_numpy(dC)
             if not np.isnan(got).all():
-                # (b, l, h, n) -> (b, h, c, s * n): the same report as Exercise 1's, per chunk.
-                pad = nchunks * chunk - seqlen
-                as_chunks = lambda t: np.pad(t, ((0, 0), (0, pad), (0, 0), (0, 0))).reshape(  # noqa: E731
-                    batch, nchunks, chunk, nheads, dstate).transpose(0, 3, 1, 2, 4)
-                _print_wrong_chunks(wrong_chunks(as_chunks(got), as_chunks(expected), tol),
-                                    nchunks)
+                _print_wrong_chunks(wrong_chunks(_by_chunk(got, chunk), _by_chunk(expected, chunk),
+                                                 tol), nchunks)
             return False
     return True
