@@ -170,3 +170,9 @@ def test_reveal_without_the_solutions_says_where_it_looked(tmp_path, monkeypatch
     monkeypatch.setattr(stuck, "SOLUTIONS", tmp_path / "solutions")
     with pytest.raises(FileNotFoundError, match="no solution notebooks in .*solutions"):
         reveal("05.2")
+
+
+def test_a_wrong_kind_of_answer_points_at_them_too(capsys):
+    assert not checks_package.recurrence.check_ssd_step(lambda **inputs: None)
+    out = capsys.readouterr().out
+    assert "❌ ssd_step must return a pair" in out and 'Stuck? hint("01.1")' in out
