@@ -73,9 +73,9 @@ def solved_source(source, where="cell"):
                    if role in ("code", "solution")).rstrip("\n")
 
 
-# "### Exercise 2: ...", "### Exercise 1 — `segsum`", "## 2. Exercise 1: ..." (a numbered
-# section that is one exercise): the heading that opens an exercise.
-_EXERCISE_HEADING = re.compile(r"^#+ (?:\d+\.\s+)?Exercise (\d+)\b", re.MULTILINE)
+# "### Exercise 2: ...", "### Exercise 1 — `segsum`", "## 2. Exercise 1: ...": the heading
+# that opens an exercise (a section number may come first).
+_EXERCISE_HEADING = re.compile(r"^#+ (?:\d+\.\s*)?Exercise (\d+)\b", re.MULTILINE)
 
 
 def exercise_solutions(solutions=ROOT / "solutions"):

@@ -7,6 +7,7 @@ import importlib
 import inspect
 import json
 import pkgutil
+import re
 
 import numpy as np
 import pytest
@@ -74,8 +75,9 @@ def solution_cells():
         exercise = None
         for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
             source = "".join(cell["source"])
-            if cell["cell_type"] == "markdown" and "# Exercise " in source:
-                exercise = source.split("# Exercise ", 1)[1].split()[0].rstrip(":")
+            heading = re.search(r"^#+ .*?Exercise (\d+)", source, re.MULTILINE)
+            if cell["cell_type"] == "markdown" and heading:
+                exercise = heading.group(1)
             elif BEGIN in source and exercise:
                 cells[f"{path.name[:2]}.{exercise}"] = source
                 exercise = None
