@@ -75,7 +75,7 @@ def solution_cells():
         exercise = None
         for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
             source = "".join(cell["source"])
-            heading = re.search(r"^#+ .*?Exercise (\d+)", source, re.MULTILINE)
+            heading = re.search(r"^#+ (?:\d+\. )?Exercise (\d+)", source, re.MULTILINE)
             if cell["cell_type"] == "markdown" and heading:
                 exercise = heading.group(1)
             elif BEGIN in source and exercise:
