@@ -159,6 +159,16 @@ def test_exercise_solutions_numbers_them_by_heading(tmp_path):
     assert exercise_solutions(tmp_path) == {"05.2": "x = 2"}
 
 
+def test_a_numbered_section_may_be_the_exercise(tmp_path):
+    write_notebook(tmp_path / "12_x.ipynb", [
+        ("markdown", "## 2. Exercise 1: the reverse pass"),
+        ("code", f"{BEGIN}\nx = 1\n{END}"),
+        ("markdown", "## 3. Exercise 2: one gradient\n\n### Exercise 2: `dC`"),
+        ("code", f"{BEGIN}\nx = 2\n{END}"),
+    ])
+    assert exercise_solutions(tmp_path) == {"12.1": "x = 1", "12.2": "x = 2"}
+
+
 def test_a_solution_outside_an_exercise_is_an_error(tmp_path):
     write_notebook(tmp_path / "05_x.ipynb", [("markdown", "# Intro"),
                                              ("code", f"{BEGIN}\nx = 2\n{END}")])
@@ -172,3 +182,9 @@ def test_reveal_without_the_solutions_says_where_it_looked(tmp_path, monkeypatch
     monkeypatch.setattr(stuck, "SOLUTIONS", tmp_path / "solutions")
     with pytest.raises(FileNotFoundError, match="no solution notebooks in .*solutions"):
         reveal("05.2")
+
+
+def test_a_wrong_kind_of_answer_points_at_them_too(capsys):
+    assert not checks_package.recurrence.check_ssd_step(lambda **inputs: None)
+    out = capsys.readouterr().out
+    assert "❌ ssd_step must return a pair" in out and 'Stuck? hint("01.1")' in out

@@ -9,7 +9,7 @@ reverse, and a decay that is missing or taken from the wrong token / chunk.
 
 import numpy as np
 
-from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare, exercise
+from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare, exercise, fail
 from mamba2_tile.reference_backward import bwd_pass_state, ssd_recurrent_backward
 
 
@@ -105,7 +105,7 @@ def check_recurrent_state_gradient(recurrent_state_gradient):
         if got is NOT_DONE:
             return False
         if not (isinstance(got, tuple) and len(got) == 2):
-            print("❌ recurrent_state_gradient must return a pair (dh, dx).")
+            fail("❌ recurrent_state_gradient must return a pair (dh, dx).")
             return False
         dh, dx = got
         label = f"seqlen={seqlen} headdim={headdim} dstate={dstate}"

@@ -31,7 +31,7 @@ NOT_DONE = object()
 """Returned by :func:`attempt` when the exercise is not written yet."""
 
 _FAILURES = [0]
-"""How many ❌ verdicts :func:`compare` has printed, so that :func:`exercise` can tell a wrong
+"""How many ❌ verdicts :func:`fail` has printed, so that :func:`exercise` can tell a wrong
 answer (worth pointing at more help) from an unwritten one."""
 
 
@@ -106,7 +106,9 @@ def _format_index(index, axes=None):
     return "[" + ", ".join(f"{axis} {int(i)}" for axis, i in zip(axes, index)) + "]"
 
 
-def _fail(message):
+def fail(message):
+    """Print a ❌ verdict (every check prints its ❌ through here, so :func:`exercise` sees it);
+    return False."""
     _FAILURES[0] += 1
     print(message)
     return False
@@ -127,11 +129,11 @@ def compare(name, got, expected, *, atol=1e-10, rtol=1e-8, hint=None, max_listed
     if picture is not None and axes is None:
         raise ValueError("picture names axes, so compare needs axes too")
     if got is None:
-        return _fail(f"❌ {name}: got None. Did the function forget to `return` its result?")
+        return fail(f"❌ {name}: got None. Did the function forget to `return` its result?")
     got = _to_numpy(got)
     expected = _to_numpy(expected)
     if got.shape != expected.shape:
-        _fail(f"❌ {name}: shape {got.shape}, expected {expected.shape}.")
+        fail(f"❌ {name}: shape {got.shape}, expected {expected.shape}.")
         if hint:
             print(f"   Hint: {hint}")
         return False
@@ -144,7 +146,7 @@ def compare(name, got, expected, *, atol=1e-10, rtol=1e-8, hint=None, max_listed
             return True
         wrong = np.argwhere(~close)
         diff = np.abs(got.astype(np.float64) - expected.astype(np.float64))
-    _fail(f"❌ {name}: {len(wrong)} of {got.size} values differ (shape {got.shape}).")
+    fail(f"❌ {name}: {len(wrong)} of {got.size} values differ (shape {got.shape}).")
     for index in wrong[:max_listed]:
         i = tuple(index)
         print(f"   at {_format_index(i, axes)}: got {got[i].item()!r}, expected {expected[i].item()!r}")

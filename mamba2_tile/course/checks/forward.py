@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from mamba2_tile import dispatch, reference
-from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare, exercise
+from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare, exercise, fail
 from mamba2_tile.tolerances import GPU_TOLERANCES, TOLERANCES
 
 
@@ -88,7 +88,7 @@ def _call_for_pair(name, fn, *args, **kwargs):
     if result is NOT_DONE:
         return None
     if not (isinstance(result, (tuple, list)) and len(result) == 2):
-        print(f"❌ {name}: expected a pair (y, final_states), got {type(result).__name__}.")
+        fail(f"❌ {name}: expected a pair (y, final_states), got {type(result).__name__}.")
         return None
     return result
 

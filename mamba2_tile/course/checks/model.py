@@ -10,7 +10,7 @@ import copy
 
 import torch
 
-from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, exercise
+from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, exercise, fail
 from mamba2_tile.layer import InferenceParams
 from mamba2_tile.model import Mamba2LM, Mamba2LMConfig
 
@@ -47,24 +47,24 @@ def check_training_step(training_step):
         return False
     expected = _run_two_steps(_reference_step, reference, tokens)
     if not all(isinstance(loss, float) for loss in got):
-        print(f"❌ training_step must return the loss as a Python float (`loss.item()`), got "
-              f"{type(got[0]).__name__}.")
+        fail(f"❌ training_step must return the loss as a Python float (`loss.item()`), got "
+             f"{type(got[0]).__name__}.")
         return False
     if abs(got[0] - expected[0]) > 1e-4 * abs(expected[0]):
-        print(f"❌ the first loss is {got[0]:.4f}, expected {expected[0]:.4f}: compute it with "
-              f"`model.loss(tokens)` before changing anything.")
+        fail(f"❌ the first loss is {got[0]:.4f}, expected {expected[0]:.4f}: compute it with "
+             f"`model.loss(tokens)` before changing anything.")
         return False
     if _largest_change(model, before) == 0:
-        print("❌ no parameter changed: after `loss.backward()` the optimizer must take its "
-              "step, `optimizer.step()`.")
+        fail("❌ no parameter changed: after `loss.backward()` the optimizer must take its "
+             "step, `optimizer.step()`.")
         return False
     gap = max((p - q).abs().max().item()
               for p, q in zip(model.parameters(), reference.parameters()))
     if gap > 1e-4:
-        print(f"❌ after two steps the parameters differ from the expected ones by up to "
-              f"{gap:.2e}. Did the second step start from zero gradients? Call "
-              f"`optimizer.zero_grad()` before `loss.backward()`, or the gradients of both "
-              f"steps add up.")
+        fail(f"❌ after two steps the parameters differ from the expected ones by up to "
+             f"{gap:.2e}. Did the second step start from zero gradients? Call "
+             f"`optimizer.zero_grad()` before `loss.backward()`, or the gradients of both "
+             f"steps add up.")
         return False
     print("✅ training_step: the loss, and the parameters after two steps, are as expected.")
     return True
@@ -95,8 +95,8 @@ def check_cache_bytes(cache_bytes):
                 hint = (" Only part of the cache is counted: each layer holds two tensors "
                         "(the convolution window and the state), and there is one entry per "
                         "layer.")
-            print(f"❌ cache_bytes gave {got} for a {str(dtype)[6:]} cache of 2 layers, batch 3; "
-                  f"expected {expected}.{hint}")
+            fail(f"❌ cache_bytes gave {got} for a {str(dtype)[6:]} cache of 2 layers, batch 3; "
+                 f"expected {expected}.{hint}")
             return False
     print("✅ cache_bytes counts every tensor of every layer, in bytes.")
     return True

@@ -8,7 +8,7 @@ answer equals one of them, the hint names that mistake instead of a generic one.
 
 import numpy as np
 
-from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare, exercise
+from mamba2_tile.course.checks.feedback import NOT_DONE, attempt, compare, exercise, fail
 from mamba2_tile.reference import ssd_recurrent
 
 HEADDIM, DSTATE = 5, 3      # different, so a transposed state or outer product shows in its shape
@@ -84,7 +84,7 @@ def check_ssd_step(fn):
         if result is NOT_DONE:
             return False
         if not (isinstance(result, tuple) and len(result) == 2):
-            print("❌ ssd_step must return a pair: `return new_state, y_t`.")
+            fail("❌ ssd_step must return a pair: `return new_state, y_t`.")
             return False
         got_states.append(np.asarray(result[0]))
         got_ys.append(np.asarray(result[1]))
@@ -97,7 +97,7 @@ def check_ssd_step(fn):
     try:
         got_states, got_ys = np.stack(got_states), np.stack(got_ys)
     except ValueError:
-        print("❌ ssd_step returned arrays of different shapes for different tokens.")
+        fail("❌ ssd_step returned arrays of different shapes for different tokens.")
         return False
     state_hint = _likely_mistake(
         got_states, [(states, hint) for (states, _), hint in suspects],
@@ -181,7 +181,7 @@ def check_ssd_scan(fn):
         if result is NOT_DONE:
             return False
         if not (isinstance(result, tuple) and len(result) == 2):
-            print("❌ ssd_scan must return a pair: `return y, final_states`.")
+            fail("❌ ssd_scan must return a pair: `return y, final_states`.")
             return False
         print(f"Case {number}/{len(_SCAN_CASES)}: batch={case['batch']}, "
               f"seqlen={case['seqlen']}, nheads={case['nheads']}, headdim={case['headdim']}, "
