@@ -23,13 +23,21 @@ bfloat16 inputs, as compiled by ``tests/compile_kernels.py``'s compiler):
   store in turn. That kernel reached 13-33% of copy bandwidth on an H200
   (``data/h200_decode.json``, before this change). Plain loads give 4 warps, no shared-memory
   staging of the state, each thread reading its share of a row with 16-byte ``LDG.E.128`` and
-  writing it back with ``STG.E.128``; 32-70 registers per thread by tile size (``BLOCK_P`` 4-16),
-  so 7-16 blocks share an SM.
-* **Tiles by grid size** (:func:`decode_block_p`): ``BLOCK_P`` rows of the state per block,
-  ``WIDE_TILE_ELEMENTS`` of state in a tile when there are blocks enough to give every SM
-  ``BLOCKS_PER_SM`` of them, halved (down to ``NARROW_TILE_ELEMENTS``) while there are not, so a
-  small batch still spreads over every SM. mamba_ssm's Triton kernel makes the same trade with
-  fixed tiles (4 rows of 128 state entries per 4-warp program at dstate 128).
+  writing it back with ``STG.E.128``; 32-92 registers per thread by tile size (2-8 KB), so
+  5-16 blocks share an SM.
+* **Tiles by grid size and state bytes** (:func:`decode_block_p`): ``BLOCK_P`` rows of the
+  state per block, ``WIDE_TILE_BYTES`` of state in a tile when there are blocks enough to give
+  every SM ``BLOCKS_PER_SM`` of them, halved (down to ``NARROW_TILE_BYTES``) while there are
+  not, so a small batch still spreads over every SM. Wide tiles matter because a block's fixed
+  work (indices, per-head parameters, softplus, the reduction, the gate) is issued for every
+  tile: at 4 warps per block an SM issues ``instructions`` cycles' worth per tile, against
+  ``tile bytes x 2 / 16`` cycles of its share of the copy bandwidth (~4.2 TB/s over 132 SMs
+  at ~2 GHz is ~16 bytes per cycle). Float32 state: 352 instructions for 2 KB tiles (``BLOCK_P``
+  4: issue-bound, at most ~70% of copy bandwidth), 600 for 8 KB (``BLOCK_P`` 16); bfloat16
+  state: 360 for 1 KB (~35% at most; mamba_ssm's Triton kernel, 4 rows per 4-warp program,
+  reached 39% with a bfloat16 state and 78% with a float32 one on the H200), 800 for 8 KB
+  (``BLOCK_P`` 32). So the wide tile is the same 8 KB for both dtypes: twice the rows for
+  bfloat16.
 * **No bounds checks where none can fail** (``EXACT_TILES``: ``BLOCK_P`` divides headdim and
   dstate is a power of two; for the state, also no ``state_batch_indices``, whose values nobody
   checks on CUDA): ``check_bounds=False`` takes the predicates and branches around each access
@@ -45,10 +53,10 @@ from mamba2_tile.tile import ct
 
 # As mamba_ssm: above this softplus(dt) == dt to float32 precision, and exp would overflow.
 SOFTPLUS_THRESHOLD = 20.0
-# The state tile of one block, BLOCK_P x dstate values (module doc). Wide: four 16-byte float32
-# loads per thread of a 4-warp block; narrow: one.
-WIDE_TILE_ELEMENTS = 2048
-NARROW_TILE_ELEMENTS = 512
+# The state tile of one block, BLOCK_P x dstate values (module doc), in bytes. Wide: four
+# 16-byte loads per thread of a 4-warp block; narrow: one.
+WIDE_TILE_BYTES = 8192
+NARROW_TILE_BYTES = 2048
 # Blocks per SM that the wide tile needs the grid to provide before it is used: about what fits
 # (5-12 by registers at these tiles), so the loads of several blocks overlap on every SM.
 BLOCKS_PER_SM = 8
@@ -168,14 +176,17 @@ def _per_head(t, axes):
     return t.as_strided(shape, stride)
 
 
-def decode_block_p(batch, nheads, headdim, dstate, sm_count):
-    """``BLOCK_P``, the rows of the state per block (module doc): the widest tile up to
-    ``WIDE_TILE_ELEMENTS``, halved while the grid gives fewer than ``BLOCKS_PER_SM`` blocks per
-    SM and the tile is wider than ``NARROW_TILE_ELEMENTS``. At 80 heads x 64 x 128 on 132 SMs:
-    4 rows at batch 1, 8 at batch 2, 16 from batch 4 on."""
+def decode_block_p(batch, nheads, headdim, dstate, state_bytes, sm_count):
+    """``BLOCK_P``, the rows of the state per block (module doc), for a state of
+    ``state_bytes``-byte values: the widest tile up to ``WIDE_TILE_BYTES``, halved while the
+    grid gives fewer than ``BLOCKS_PER_SM`` blocks per SM and the tile is wider than
+    ``NARROW_TILE_BYTES``. At 80 heads x 64 x 128 on 132 SMs, float32 state: 4 rows at batch 1,
+    8 at batch 2, 16 from batch 4 on; bfloat16 state: 8 at batch 1 and 2, 16 at 4, 32
+    from batch 8 on."""
     block_n = next_power_of_2(dstate)
-    block_p = max(1, min(next_power_of_2(headdim), WIDE_TILE_ELEMENTS // block_n))
-    while (block_p > 1 and block_p * block_n > NARROW_TILE_ELEMENTS
+    row_bytes = block_n * state_bytes
+    block_p = max(1, min(next_power_of_2(headdim), WIDE_TILE_BYTES // row_bytes))
+    while (block_p > 1 and block_p * row_bytes > NARROW_TILE_BYTES
            and batch * nheads * cdiv(headdim, block_p) < BLOCKS_PER_SM * sm_count):
         block_p //= 2
     return block_p
@@ -199,7 +210,8 @@ def selective_state_update_launch(state, x, dt, A, B, C, D=None, z=None, dt_bias
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     block_n = next_power_of_2(dstate)
     if block_p is None:
-        block_p = decode_block_p(batch, nheads, headdim, dstate, device_sm_count(x.device))
+        block_p = decode_block_p(batch, nheads, headdim, dstate, state.element_size(),
+                                 device_sm_count(x.device))
     grid = (batch, nheads, cdiv(headdim, block_p))
     no_indices = torch.empty(0, dtype=torch.int32, device=x.device)
     args = (

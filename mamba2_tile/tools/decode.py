@@ -162,7 +162,7 @@ def measure_row(args, state_dtype, batch, reps, flush_buffer, copy_rate, theirs,
     y_ref, state_ref = _reference(inputs)
     nbytes = minimal_bytes(batch, **layer, state_dtype=state_dtype, dtype=args.dtype)
     tile = (decode_block_p(batch, args.nheads, args.headdim, args.dstate,
-                           device_sm_count(inputs["x"].device))
+                           inputs["state"].element_size(), device_sm_count(inputs["x"].device))
             if block_p == AUTO else block_p)
     row = dict(batch=batch, **layer, state_dtype=state_dtype, dtype=args.dtype,
                minimal_bytes=nbytes, copy_gbps=copy_rate / 1e9, block_p=tile,

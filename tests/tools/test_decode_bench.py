@@ -154,7 +154,7 @@ def test_a_whole_run_with_the_gpu_parts_faked(tmp_path, monkeypatch, capsys):
     first, first_2, second, second_2 = saved["rows"]
     assert [r["batch"] for r in saved["rows"]] == [1, 1, 2, 2]
     assert [r["block_p_option"] for r in saved["rows"]] == ["auto", 2, "auto", 2]
-    assert first["block_p"] == 8 and first_2["block_p"] == 2      # the rule: 8 x 16 = narrow
+    assert first["block_p"] == 8 and first_2["block_p"] == 2      # the rule: all of headdim
     assert first["speedup"] == pytest.approx(2.0) and second["speedup"] == pytest.approx(1.0)
     assert first_2["mamba_ssm_ms"] == first["mamba_ssm_ms"] == 0.02
     assert first_2["speedup"] == pytest.approx(4.0) and second_2["speedup"] == pytest.approx(2.0)
