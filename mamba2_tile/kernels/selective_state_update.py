@@ -12,9 +12,10 @@ value per head (``(b, h) -> (b, h, p)``, ``(h,) -> (h, p, n)``); the launcher pa
 tensor as its one value per head and the ``*_PER_HEAD`` constant makes the kernel load a
 ``(1, 1)`` tile that broadcasts, so the broadcast is never materialised.
 
-Speed is bytes in flight: a copy-speed step needs many blocks per SM, each with its loads issued
-at once. Three choices give that (sm_90 SASS of the 80-head x 64 x 128 launch, float32 state,
-bfloat16 inputs, as compiled by ``tests/compile_kernels.py``'s compiler):
+Speed is bytes in flight, and few instructions per byte: a copy-speed step needs many blocks per
+SM, each with its loads issued at once, and little else to issue. Four choices give that
+(sm_90 SASS of the 80-head x 64 x 128 launch, bfloat16 inputs, as compiled by
+``tests/compile_kernels.py``'s compiler; instruction counts are the straight path to ``EXIT``):
 
 * **No TMA** (``allow_tma=False`` on every access, :func:`load_tile`). Left to choose, the
   compiler loads the state tile with TMA and warp-specialises the kernel: 8 warps (4 compute,
@@ -23,25 +24,30 @@ bfloat16 inputs, as compiled by ``tests/compile_kernels.py``'s compiler):
   store in turn. That kernel reached 13-33% of copy bandwidth on an H200
   (``data/h200_decode.json``, before this change). Plain loads give 4 warps, no shared-memory
   staging of the state, each thread reading its share of a row with 16-byte ``LDG.E.128`` and
-  writing it back with ``STG.E.128``; 32-92 registers per thread by tile size (2-8 KB), so
+  writing it back with ``STG.E.128``; 31-94 registers per thread by tile size (1-8 KB), so
   5-16 blocks share an SM.
 * **Tiles by grid size and state bytes** (:func:`decode_block_p`): ``BLOCK_P`` rows of the
   state per block, ``WIDE_TILE_BYTES`` of state in a tile when there are blocks enough to give
   every SM ``BLOCKS_PER_SM`` of them, halved (down to ``NARROW_TILE_BYTES``) while there are
   not, so a small batch still spreads over every SM. Wide tiles matter because a block's fixed
   work (indices, per-head parameters, softplus, the reduction, the gate) is issued for every
-  tile: at 4 warps per block an SM issues ``instructions`` cycles' worth per tile, against
-  ``tile bytes x 2 / 16`` cycles of its share of the copy bandwidth (~4.2 TB/s over 132 SMs
-  at ~2 GHz is ~16 bytes per cycle). Float32 state: 352 instructions for 2 KB tiles (``BLOCK_P``
-  4: issue-bound, at most ~70% of copy bandwidth), 600 for 8 KB (``BLOCK_P`` 16); bfloat16
-  state: 360 for 1 KB (~35% at most; mamba_ssm's Triton kernel, 4 rows per 4-warp program,
-  reached 39% with a bfloat16 state and 78% with a float32 one on the H200), 800 for 8 KB
-  (``BLOCK_P`` 32). So the wide tile is the same 8 KB for both dtypes: twice the rows for
-  bfloat16.
+  tile: at 4 warps per block an SM issues about one cycle per instruction per tile, against
+  ``tile bytes x 2 / 16`` cycles of its share of the copy bandwidth (~4.2 TB/s over 132 SMs at
+  ~2 GHz is ~16 bytes per cycle). Float32 state: 226 instructions per 2 KB tile (``BLOCK_P``
+  4; 256 cycles of copy), 446 per 8 KB (``BLOCK_P`` 16; 1024). Bfloat16 state: 234 per 1 KB
+  (``BLOCK_P`` 4, 128 cycles of copy: issue-bound, as mamba_ssm's Triton kernel with its 4
+  rows per 4-warp program seems to be: on the H200 it reached 39% of copy bandwidth with a
+  bfloat16 state, 78% with float32), 650 per 8 KB (``BLOCK_P`` 32; 1024). So the wide tile
+  is the same 8 KB for both dtypes: twice the rows for bfloat16.
 * **No bounds checks where none can fail** (``EXACT_TILES``: ``BLOCK_P`` divides headdim and
   dstate is a power of two; for the state, also no ``state_batch_indices``, whose values nobody
   checks on CUDA): ``check_bounds=False`` takes the predicates and branches around each access
-  away (``BLOCK_P`` 16: 936 -> 600 instructions; ``BLOCK_P`` 4: 536 -> 352, 35 -> 32 registers).
+  away.
+* **An approximate division in the gate** ``silu(z) = z / (1 + exp(-z))``: the IEEE division
+  is a reciprocal, a check and a call to a slow path for each value; the approximate one
+  (``RoundingMode.APPROX``, within a few float32 ulps) is the reciprocal alone. With the bounds
+  checks, float32 ``BLOCK_P`` 16 went from 809 to 446 instructions, ``BLOCK_P`` 4 from 419 to
+  226 (35 -> 32 registers).
 """
 
 import torch
@@ -161,7 +167,8 @@ def selective_state_update_kernel(
             y = y + load_column(D, (h, pb), (1, BLOCK_P), BLOCK_P, EXACT_TILES) * x_t
     if HAS_Z:
         z_t = load_column(z, (b, h, pb), (1, 1, BLOCK_P), BLOCK_P, EXACT_TILES)
-        y = y * z_t / (1.0 + ct.exp2(-z_t * LOG2E))
+        y = ct.truediv(y * z_t, 1.0 + ct.exp2(-z_t * LOG2E),
+                       rounding_mode=ct.RoundingMode.APPROX)
     ct.store(out, (b, h, pb), ct.reshape(y, (1, 1, BLOCK_P)).astype(out.dtype),
              check_bounds=not EXACT_TILES, allow_tma=False)
 
