@@ -20,8 +20,9 @@ def test_without_a_gpu_it_says_so(capsys, monkeypatch):
 def test_the_default_rows_are_every_batch_for_both_state_dtypes():
     args = decode.parse_args([])
     rows = decode.planned_rows(args)
-    assert rows == [(s, b, "auto") for s in ("float32", "bfloat16")
+    assert rows == [(s, b) for s in ("float32", "bfloat16")
                     for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)]
+    assert args.block_p == ["auto"]
     assert (args.nheads, args.headdim, args.dstate, args.ngroups, args.dtype) == (
         80, 64, 128, 1, "bfloat16")
 
@@ -29,12 +30,12 @@ def test_the_default_rows_are_every_batch_for_both_state_dtypes():
 def test_options_choose_the_rows():
     args = decode.parse_args(["--batch", "3", "1", "--state-dtype", "bfloat16",
                               "--nheads", "8", "--ngroups", "2"])
-    assert decode.planned_rows(args) == [("bfloat16", 3, "auto"), ("bfloat16", 1, "auto")]
+    assert decode.planned_rows(args) == [("bfloat16", 3), ("bfloat16", 1)]
     assert (args.nheads, args.ngroups) == (8, 2)
     args = decode.parse_args(["--batch", "16", "--state-dtype", "float32",
                               "--block-p", "auto", "4", "32"])
-    assert decode.planned_rows(args) == [("float32", 16, "auto"), ("float32", 16, 4),
-                                         ("float32", 16, 32)]
+    assert decode.planned_rows(args) == [("float32", 16)]
+    assert args.block_p == ["auto", 4, 32]
 
 
 BAD_ARGUMENTS = [
