@@ -297,24 +297,29 @@ def _backward_examples():
 def _decode_examples():
     """The decode step: mamba_ssm Mamba2's per-head broadcasts with every option (bf16, 8 groups,
     state_batch_indices), and full tensors with none (fp32, padded headdim / dstate), at the
-    narrow tiles this small grid gets; and the wide tile (``block_p`` 16) that a large batch
-    gets, with a float32 state and bf16 inputs as the benchmark's layer."""
+    narrow tiles this small grid gets; and, as the benchmark's layer (per-head parameters, z, D,
+    no indices, exact tiles), the wide 8 KB tiles a large batch gets: 16 rows of a float32
+    state, 32 of a bfloat16 one."""
     batch, nheads = 4, 16
-    for tag, dtype, headdim, dstate, ngroups, full, block_p in [
-        ("bfloat16-per-head-p64-n128-g8", torch.bfloat16, 64, 128, 8, True, None),
-        ("float32-bare-p80-n48-g1", torch.float32, 80, 48, 1, False, None),
-        ("float32-state-per-head-p64-n128-g1-wide", torch.bfloat16, 64, 128, 1, True, 16),
+    for tag, dtype, state_dtype, headdim, dstate, ngroups, full, indexed, block_p in [
+        ("bfloat16-per-head-p64-n128-g8", torch.bfloat16, torch.bfloat16, 64, 128, 8, True,
+         True, None),
+        ("float32-bare-p80-n48-g1", torch.float32, torch.float32, 80, 48, 1, False, False, None),
+        ("float32-state-per-head-p64-n128-wide", torch.bfloat16, torch.float32, 64, 128, 1, True,
+         False, 16),
+        ("bfloat16-per-head-p64-n128-wide", torch.bfloat16, torch.bfloat16, 64, 128, 1, True,
+         False, 32),
     ]:
         x = torch.zeros(batch, nheads, headdim, dtype=dtype)
         if full:
             dt = torch.zeros(batch, nheads, 1, dtype=dtype).expand(batch, nheads, headdim)
             A = torch.zeros(nheads, 1, 1).expand(nheads, headdim, dstate)
             D = dt_bias = torch.zeros(nheads, 1).expand(nheads, headdim)
-            z, indices = x, torch.zeros(batch, dtype=torch.int32)
+            z = x
         else:
             dt, A = torch.zeros(batch, nheads, headdim), torch.zeros(nheads, headdim, dstate)
-            D = z = dt_bias = indices = None
-        state_dtype = torch.float32 if tag.startswith("float32-state") else dtype
+            D = z = dt_bias = None
+        indices = torch.zeros(batch, dtype=torch.int32) if indexed else None
         state = torch.zeros(batch, nheads, headdim, dstate, dtype=state_dtype)
         B = torch.zeros(batch, ngroups, dstate, dtype=dtype)
         launch, _ = selective_state_update_launch(state, x, dt, A, B, B, D, z, dt_bias, full,

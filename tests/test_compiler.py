@@ -105,12 +105,13 @@ def test_every_package_kernel_compiles(name, kernel, args, target):
 def test_decode_kernel_leaves_room_for_many_blocks_per_sm():
     """The decode step is memory-bound: it needs several blocks per SM with their loads in
     flight. With TMA loads the compiler warp-specialised it at 255 registers per thread, one
-    block per SM (13-33% of copy bandwidth on an H200); plain loads keep it at 35-70 (sm_90)."""
+    block per SM (13-33% of copy bandwidth on an H200); plain loads keep it under 100 (sm_90)
+    at the tiles the rule picks (2 KB and 8 KB)."""
     from mamba2_tile.kernels.selective_state_update import selective_state_update_launch
     from mamba2_tile.tools.decode import decode_inputs
 
-    inputs = decode_inputs(16, 80, 64, 128, 1, "float32", device="cpu")
-    for block_p in (4, 16):
+    for state_dtype, block_p in [("float32", 4), ("float32", 16), ("bfloat16", 32)]:
+        inputs = decode_inputs(16, 80, 64, 128, 1, state_dtype, device="cpu")
         launch, _ = selective_state_update_launch(**inputs, dt_softplus=True, block_p=block_p)
         result = compile_kernel(launch.kernel, launch.args, "sm_90")
-        assert result.registers <= 96, (block_p, result.registers)
+        assert result.registers <= 100, (state_dtype, block_p, result.registers)

@@ -12,9 +12,10 @@ value per head (``(b, h) -> (b, h, p)``, ``(h,) -> (h, p, n)``); the launcher pa
 tensor as its one value per head and the ``*_PER_HEAD`` constant makes the kernel load a
 ``(1, 1)`` tile that broadcasts, so the broadcast is never materialised.
 
-Speed is bytes in flight: a copy-speed step needs many blocks per SM, each with its loads issued
-at once. Three choices give that (sm_90 SASS of the 80-head x 64 x 128 launch, float32 state,
-bfloat16 inputs, as compiled by ``tests/compile_kernels.py``'s compiler):
+Speed is bytes in flight, and few instructions per byte: a copy-speed step needs many blocks per
+SM, each with its loads issued at once, and little else to issue. Four choices give that
+(sm_90 SASS of the 80-head x 64 x 128 launch, bfloat16 inputs, as compiled by
+``tests/compile_kernels.py``'s compiler; instruction counts are the straight path to ``EXIT``):
 
 * **No TMA** (``allow_tma=False`` on every access, :func:`load_tile`). Left to choose, the
   compiler loads the state tile with TMA and warp-specialises the kernel: 8 warps (4 compute,
@@ -23,17 +24,30 @@ bfloat16 inputs, as compiled by ``tests/compile_kernels.py``'s compiler):
   store in turn. That kernel reached 13-33% of copy bandwidth on an H200
   (``data/h200_decode.json``, before this change). Plain loads give 4 warps, no shared-memory
   staging of the state, each thread reading its share of a row with 16-byte ``LDG.E.128`` and
-  writing it back with ``STG.E.128``; 32-70 registers per thread by tile size (``BLOCK_P`` 4-16),
-  so 7-16 blocks share an SM.
-* **Tiles by grid size** (:func:`decode_block_p`): ``BLOCK_P`` rows of the state per block,
-  ``WIDE_TILE_ELEMENTS`` of state in a tile when there are blocks enough to give every SM
-  ``BLOCKS_PER_SM`` of them, halved (down to ``NARROW_TILE_ELEMENTS``) while there are not, so a
-  small batch still spreads over every SM. mamba_ssm's Triton kernel makes the same trade with
-  fixed tiles (4 rows of 128 state entries per 4-warp program at dstate 128).
+  writing it back with ``STG.E.128``; 31-94 registers per thread by tile size (1-8 KB), so
+  5-16 blocks share an SM.
+* **Tiles by grid size and state bytes** (:func:`decode_block_p`): ``BLOCK_P`` rows of the
+  state per block, ``WIDE_TILE_BYTES`` of state in a tile when there are blocks enough to give
+  every SM ``BLOCKS_PER_SM`` of them, halved (down to ``NARROW_TILE_BYTES``) while there are
+  not, so a small batch still spreads over every SM. Wide tiles matter because a block's fixed
+  work (indices, per-head parameters, softplus, the reduction, the gate) is issued for every
+  tile: at 4 warps per block an SM issues about one cycle per instruction per tile, against
+  ``tile bytes x 2 / 16`` cycles of its share of the copy bandwidth (~4.2 TB/s over 132 SMs at
+  ~2 GHz is ~16 bytes per cycle). Float32 state: 226 instructions per 2 KB tile (``BLOCK_P``
+  4; 256 cycles of copy), 446 per 8 KB (``BLOCK_P`` 16; 1024). Bfloat16 state: 234 per 1 KB
+  (``BLOCK_P`` 4, 128 cycles of copy: issue-bound, as mamba_ssm's Triton kernel with its 4
+  rows per 4-warp program seems to be: on the H200 it reached 39% of copy bandwidth with a
+  bfloat16 state, 78% with float32), 650 per 8 KB (``BLOCK_P`` 32; 1024). So the wide tile
+  is the same 8 KB for both dtypes: twice the rows for bfloat16.
 * **No bounds checks where none can fail** (``EXACT_TILES``: ``BLOCK_P`` divides headdim and
   dstate is a power of two; for the state, also no ``state_batch_indices``, whose values nobody
   checks on CUDA): ``check_bounds=False`` takes the predicates and branches around each access
-  away (``BLOCK_P`` 16: 936 -> 600 instructions; ``BLOCK_P`` 4: 536 -> 352, 35 -> 32 registers).
+  away.
+* **An approximate division in the gate** ``silu(z) = z / (1 + exp(-z))``: the IEEE division
+  is a reciprocal, a check and a call to a slow path for each value; the approximate one
+  (``RoundingMode.APPROX``, within a few float32 ulps) is the reciprocal alone. With the bounds
+  checks, float32 ``BLOCK_P`` 16 went from 809 to 446 instructions, ``BLOCK_P`` 4 from 419 to
+  226 (35 -> 32 registers).
 """
 
 import torch
@@ -45,10 +59,10 @@ from mamba2_tile.tile import ct
 
 # As mamba_ssm: above this softplus(dt) == dt to float32 precision, and exp would overflow.
 SOFTPLUS_THRESHOLD = 20.0
-# The state tile of one block, BLOCK_P x dstate values (module doc). Wide: four 16-byte float32
-# loads per thread of a 4-warp block; narrow: one.
-WIDE_TILE_ELEMENTS = 2048
-NARROW_TILE_ELEMENTS = 512
+# The state tile of one block, BLOCK_P x dstate values (module doc), in bytes. Wide: four
+# 16-byte loads per thread of a 4-warp block; narrow: one.
+WIDE_TILE_BYTES = 8192
+NARROW_TILE_BYTES = 2048
 # Blocks per SM that the wide tile needs the grid to provide before it is used: about what fits
 # (5-12 by registers at these tiles), so the loads of several blocks overlap on every SM.
 BLOCKS_PER_SM = 8
@@ -153,7 +167,8 @@ def selective_state_update_kernel(
             y = y + load_column(D, (h, pb), (1, BLOCK_P), BLOCK_P, EXACT_TILES) * x_t
     if HAS_Z:
         z_t = load_column(z, (b, h, pb), (1, 1, BLOCK_P), BLOCK_P, EXACT_TILES)
-        y = y * z_t / (1.0 + ct.exp2(-z_t * LOG2E))
+        y = ct.truediv(y * z_t, 1.0 + ct.exp2(-z_t * LOG2E),
+                       rounding_mode=ct.RoundingMode.APPROX)
     ct.store(out, (b, h, pb), ct.reshape(y, (1, 1, BLOCK_P)).astype(out.dtype),
              check_bounds=not EXACT_TILES, allow_tma=False)
 
@@ -168,14 +183,17 @@ def _per_head(t, axes):
     return t.as_strided(shape, stride)
 
 
-def decode_block_p(batch, nheads, headdim, dstate, sm_count):
-    """``BLOCK_P``, the rows of the state per block (module doc): the widest tile up to
-    ``WIDE_TILE_ELEMENTS``, halved while the grid gives fewer than ``BLOCKS_PER_SM`` blocks per
-    SM and the tile is wider than ``NARROW_TILE_ELEMENTS``. At 80 heads x 64 x 128 on 132 SMs:
-    4 rows at batch 1, 8 at batch 2, 16 from batch 4 on."""
+def decode_block_p(batch, nheads, headdim, dstate, state_bytes, sm_count):
+    """``BLOCK_P``, the rows of the state per block (module doc), for a state of
+    ``state_bytes``-byte values: the widest tile up to ``WIDE_TILE_BYTES``, halved while the
+    grid gives fewer than ``BLOCKS_PER_SM`` blocks per SM and the tile is wider than
+    ``NARROW_TILE_BYTES``. At 80 heads x 64 x 128 on 132 SMs, float32 state: 4 rows at batch 1,
+    8 at batch 2, 16 from batch 4 on; bfloat16 state: 8 at batch 1 and 2, 16 at 4, 32
+    from batch 8 on."""
     block_n = next_power_of_2(dstate)
-    block_p = max(1, min(next_power_of_2(headdim), WIDE_TILE_ELEMENTS // block_n))
-    while (block_p > 1 and block_p * block_n > NARROW_TILE_ELEMENTS
+    row_bytes = block_n * state_bytes
+    block_p = max(1, min(next_power_of_2(headdim), WIDE_TILE_BYTES // row_bytes))
+    while (block_p > 1 and block_p * row_bytes > NARROW_TILE_BYTES
            and batch * nheads * cdiv(headdim, block_p) < BLOCKS_PER_SM * sm_count):
         block_p //= 2
     return block_p
@@ -199,7 +217,8 @@ def selective_state_update_launch(state, x, dt, A, B, C, D=None, z=None, dt_bias
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     block_n = next_power_of_2(dstate)
     if block_p is None:
-        block_p = decode_block_p(batch, nheads, headdim, dstate, device_sm_count(x.device))
+        block_p = decode_block_p(batch, nheads, headdim, dstate, state.element_size(),
+                                 device_sm_count(x.device))
     grid = (batch, nheads, cdiv(headdim, block_p))
     no_indices = torch.empty(0, dtype=torch.int32, device=x.device)
     args = (

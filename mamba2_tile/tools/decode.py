@@ -120,9 +120,9 @@ def block_p_option(text):
 
 
 def planned_rows(args):
-    """``[(state_dtype, batch, block_p option), ...]`` in the order they are measured."""
-    return [(state_dtype, batch, block_p) for state_dtype in args.state_dtype
-            for batch in args.batch for block_p in args.block_p]
+    """``[(state_dtype, batch), ...]`` in the order they are measured; each gives one row per
+    ``--block-p`` tile."""
+    return [(state_dtype, batch) for state_dtype in args.state_dtype for batch in args.batch]
 
 
 def _reference(inputs):
@@ -150,44 +150,46 @@ def _measure(fn, name, inputs, y_ref, state_ref, reps, flush_buffer, nbytes, cop
     return fields
 
 
-def measure_row(args, state_dtype, batch, reps, flush_buffer, copy_rate, theirs,
-                block_p=AUTO, theirs_fields=None):
-    """One row: this package's time, errors, bandwidth with tile ``block_p`` (an int or
-    ``"auto"``), and mamba_ssm's (with ``theirs``): measured, or ``theirs_fields`` (its fields
-    from another row of the same inputs) when given. A failure of mamba_ssm's call is stored
-    in ``mamba_ssm_error`` and the run goes on."""
+def measure_rows(args, state_dtype, batch, block_ps, reps, flush_buffer, copy_rate, theirs):
+    """The rows of one batch size and state dtype, one per tile in ``block_ps`` (ints or
+    ``"auto"``): this package's time, errors and bandwidth with that tile, and mamba_ssm's
+    (with ``theirs``), measured once and repeated in each row. The inputs and the float64
+    reference are made once. A failure of mamba_ssm's call is stored in ``mamba_ssm_error``
+    and the run goes on."""
     layer = dict(nheads=args.nheads, headdim=args.headdim, dstate=args.dstate,
                  ngroups=args.ngroups)
     inputs = decode_inputs(batch, **layer, state_dtype=state_dtype, dtype=args.dtype)
     y_ref, state_ref = _reference(inputs)
     nbytes = minimal_bytes(batch, **layer, state_dtype=state_dtype, dtype=args.dtype)
-    tile = (decode_block_p(batch, args.nheads, args.headdim, args.dstate,
-                           device_sm_count(inputs["x"].device))
-            if block_p == AUTO else block_p)
-    row = dict(batch=batch, **layer, state_dtype=state_dtype, dtype=args.dtype,
-               minimal_bytes=nbytes, copy_gbps=copy_rate / 1e9, block_p=tile,
-               block_p_option=block_p)
-    row.update(_measure(selective_state_update, "mamba2_tile", inputs, y_ref, state_ref, reps,
-                        flush_buffer, nbytes, copy_rate, block_p=tile))
-    row["mamba_ssm_ms"] = None
-    if theirs_fields is not None:
-        row.update(theirs_fields)
-    elif theirs is not None:
-        try:
-            row.update(_measure(theirs, "mamba_ssm", inputs, y_ref, state_ref, reps,
-                                flush_buffer, nbytes, copy_rate))
-        except Exception as error:                   # noqa: BLE001 - recorded, not hidden
-            row["mamba_ssm_error"] = f"{type(error).__name__}: {str(error)[:300]}"
-    if row["mamba_ssm_ms"] is not None:
-        row["speedup"] = row["mamba_ssm_ms"] / row["mamba2_tile_ms"]
+    auto = decode_block_p(batch, args.nheads, args.headdim, args.dstate,
+                          inputs["state"].element_size(), device_sm_count(inputs["x"].device))
+    rows, mamba_ssm = [], {"mamba_ssm_ms": None}
+    for block_p in block_ps:
+        tile = auto if block_p == AUTO else block_p
+        row = dict(batch=batch, **layer, state_dtype=state_dtype, dtype=args.dtype,
+                   minimal_bytes=nbytes, copy_gbps=copy_rate / 1e9, block_p=tile,
+                   block_p_option=block_p)
+        row.update(_measure(selective_state_update, "mamba2_tile", inputs, y_ref, state_ref,
+                            reps, flush_buffer, nbytes, copy_rate, block_p=tile))
+        if theirs is not None and not rows:
+            try:
+                mamba_ssm = _measure(theirs, "mamba_ssm", inputs, y_ref, state_ref, reps,
+                                     flush_buffer, nbytes, copy_rate)
+            except Exception as error:               # noqa: BLE001 - recorded, not hidden
+                mamba_ssm["mamba_ssm_error"] = f"{type(error).__name__}: {str(error)[:300]}"
+        row.update(mamba_ssm)
+        if row["mamba_ssm_ms"] is not None:
+            row["speedup"] = row["mamba_ssm_ms"] / row["mamba2_tile_ms"]
+        rows.append(row)
     del inputs
     torch.cuda.empty_cache()
-    return row
+    return rows
 
 
-def mamba_ssm_fields(row):
-    """The fields of ``row`` that :func:`measure_row` took from mamba_ssm's call."""
-    return {key: value for key, value in row.items() if key.startswith("mamba_ssm_")}
+def measure_row(args, state_dtype, batch, reps, flush_buffer, copy_rate, theirs, block_p=AUTO):
+    """:func:`measure_rows` for one tile."""
+    return measure_rows(args, state_dtype, batch, [block_p], reps, flush_buffer, copy_rate,
+                        theirs)[0]
 
 
 # (header, row field, format)
@@ -276,13 +278,11 @@ def main(argv=None, data_dir=DATA_DIR):
             "reps": args.reps, "mamba_ssm_missing": missing,
             "command": " ".join(["python -m mamba2_tile.tools.decode", *command])}
     stem = data_dir / (args.name or DEFAULT_NAME)
-    rows, theirs_by_inputs = [], {}
-    for state_dtype, batch, block_p in planned_rows(args):
-        row = measure_row(args, state_dtype, batch, args.reps, flush_buffer, copy_rate, theirs,
-                          block_p, theirs_by_inputs.get((state_dtype, batch)))
-        theirs_by_inputs.setdefault((state_dtype, batch), mamba_ssm_fields(row))
-        rows.append(row)
-        if not args.no_save:          # after every row, so an interrupted run keeps its rows
+    rows = []
+    for state_dtype, batch in planned_rows(args):
+        rows += measure_rows(args, state_dtype, batch, args.block_p, args.reps, flush_buffer,
+                             copy_rate, theirs)
+        if not args.no_save:          # after every batch, so an interrupted run keeps its rows
             reporting.save(stem, meta, rows)
     print(f"\n{device}; device-to-device copy {copy_rate / 1e9:.0f} GB/s; times in ms "
           f"(median of {args.reps} CUDA-graph replays, L2 flushed); nheads {args.nheads}, "

@@ -7,8 +7,8 @@ import torch
 
 from mamba2_tile import api
 from mamba2_tile.decode import selective_state_update
-from mamba2_tile.kernels.selective_state_update import (BLOCKS_PER_SM, NARROW_TILE_ELEMENTS,
-                                                         WIDE_TILE_ELEMENTS, decode_block_p,
+from mamba2_tile.kernels.selective_state_update import (BLOCKS_PER_SM, NARROW_TILE_BYTES,
+                                                         WIDE_TILE_BYTES, decode_block_p,
                                                          selective_state_update_launch)
 from mamba2_tile.reference_decode import selective_state_update as reference
 from mamba2_tile.tolerances import TOLERANCES, assert_close, to_numpy
@@ -189,26 +189,30 @@ def test_every_block_p_matches_the_reference(block_p):
 
 def test_block_p_rule_narrows_the_tile_until_the_grid_fills_the_gpu():
     sms, pow2 = 132, lambda n: 1 << (n - 1).bit_length()
-    # Mamba-2 2.7B's layer (80 heads x 64 x 128): narrow at batch 1, wide from batch 4 on.
-    assert [decode_block_p(b, 80, 64, 128, sms) for b in (1, 2, 4, 16, 256)] == [4, 8, 16, 16, 16]
-    for batch, nheads, headdim, dstate in [(1, 80, 64, 128), (2, 8, 64, 256), (64, 24, 80, 16),
-                                           (1, 1, 8, 16), (5, 2, 3, 1), (1, 1, 1, 5000)]:
-        block_p, block_n = decode_block_p(batch, nheads, headdim, dstate, sms), pow2(dstate)
+    # Mamba-2 2.7B's layer (80 heads x 64 x 128): narrow at batch 1, 8 KB tiles from batch 4/8.
+    batches = (1, 2, 4, 8, 16, 256)
+    assert [decode_block_p(b, 80, 64, 128, 4, sms) for b in batches] == [4, 8, 16, 16, 16, 16]
+    assert [decode_block_p(b, 80, 64, 128, 2, sms) for b in batches] == [8, 8, 16, 32, 32, 32]
+    for batch, nheads, headdim, dstate, size in [
+            (1, 80, 64, 128, 4), (2, 8, 64, 256, 2), (64, 24, 80, 16, 4), (1, 1, 8, 16, 2),
+            (5, 2, 3, 1, 4), (1, 1, 1, 5000, 4), (300, 80, 64, 128, 2)]:
+        block_p = decode_block_p(batch, nheads, headdim, dstate, size, sms)
+        row = pow2(dstate) * size
         blocks = lambda p: batch * nheads * -(-headdim // p)
-        widest = max(1, min(pow2(headdim), WIDE_TILE_ELEMENTS // block_n))
+        widest = max(1, min(pow2(headdim), WIDE_TILE_BYTES // row))
         assert block_p & (block_p - 1) == 0 and 1 <= block_p <= widest
         if block_p < widest:       # narrowed: the wider tile left the grid short of blocks
             assert blocks(2 * block_p) < BLOCKS_PER_SM * sms
-            assert 2 * block_p * block_n > NARROW_TILE_ELEMENTS
+            assert 2 * block_p * row > NARROW_TILE_BYTES
         if blocks(block_p) < BLOCKS_PER_SM * sms:      # still short: as narrow as allowed
-            assert block_p == 1 or block_p * block_n <= NARROW_TILE_ELEMENTS
+            assert block_p == 1 or block_p * row <= NARROW_TILE_BYTES
 
 
 def test_the_launch_uses_the_rule_unless_block_p_is_given():
     args = make_step(1, 8, 64, 1, 128, torch.float32)
     launch, _ = selective_state_update_launch(*(args[k] for k in ("state", "x", "dt", "A", "B",
                                                                   "C")))
-    assert launch.named_args()["BLOCK_P"] == decode_block_p(1, 8, 64, 128, 132) == 4
+    assert launch.named_args()["BLOCK_P"] == decode_block_p(1, 8, 64, 128, 4, 132) == 4
     assert launch.grid == (1, 8, 16)
     launch, _ = selective_state_update_launch(*(args[k] for k in ("state", "x", "dt", "A", "B",
                                                                   "C")), block_p=32)

@@ -20,8 +20,9 @@ def test_without_a_gpu_it_says_so(capsys, monkeypatch):
 def test_the_default_rows_are_every_batch_for_both_state_dtypes():
     args = decode.parse_args([])
     rows = decode.planned_rows(args)
-    assert rows == [(s, b, "auto") for s in ("float32", "bfloat16")
+    assert rows == [(s, b) for s in ("float32", "bfloat16")
                     for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)]
+    assert args.block_p == ["auto"]
     assert (args.nheads, args.headdim, args.dstate, args.ngroups, args.dtype) == (
         80, 64, 128, 1, "bfloat16")
 
@@ -29,12 +30,12 @@ def test_the_default_rows_are_every_batch_for_both_state_dtypes():
 def test_options_choose_the_rows():
     args = decode.parse_args(["--batch", "3", "1", "--state-dtype", "bfloat16",
                               "--nheads", "8", "--ngroups", "2"])
-    assert decode.planned_rows(args) == [("bfloat16", 3, "auto"), ("bfloat16", 1, "auto")]
+    assert decode.planned_rows(args) == [("bfloat16", 3), ("bfloat16", 1)]
     assert (args.nheads, args.ngroups) == (8, 2)
     args = decode.parse_args(["--batch", "16", "--state-dtype", "float32",
                               "--block-p", "auto", "4", "32"])
-    assert decode.planned_rows(args) == [("float32", 16, "auto"), ("float32", 16, 4),
-                                         ("float32", 16, 32)]
+    assert decode.planned_rows(args) == [("float32", 16)]
+    assert args.block_p == ["auto", 4, 32]
 
 
 BAD_ARGUMENTS = [
@@ -154,7 +155,7 @@ def test_a_whole_run_with_the_gpu_parts_faked(tmp_path, monkeypatch, capsys):
     first, first_2, second, second_2 = saved["rows"]
     assert [r["batch"] for r in saved["rows"]] == [1, 1, 2, 2]
     assert [r["block_p_option"] for r in saved["rows"]] == ["auto", 2, "auto", 2]
-    assert first["block_p"] == 8 and first_2["block_p"] == 2      # the rule: 8 x 16 = narrow
+    assert first["block_p"] == 8 and first_2["block_p"] == 2      # the rule: all of headdim
     assert first["speedup"] == pytest.approx(2.0) and second["speedup"] == pytest.approx(1.0)
     assert first_2["mamba_ssm_ms"] == first["mamba_ssm_ms"] == 0.02
     assert first_2["speedup"] == pytest.approx(4.0) and second_2["speedup"] == pytest.approx(2.0)
