@@ -45,6 +45,7 @@ from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, expect_options, n
                                            placeholder, seq_placeholder, with_hints)
 from mamba2_tile.kernels.options import FusedStateOutOptions
 from mamba2_tile.kernels.packing import last_seq, rows_seq, seq_before
+from mamba2_tile.kernels.split_tf32 import split_mma
 from mamba2_tile.tile import ct
 
 # Largest state tile (dstate x BLOCK_P float32 values) a block keeps in registers next to the
@@ -143,7 +144,7 @@ def fused_state_out_kernel(
         x_m = ct.reshape(x_m, (BLOCK_M, BLOCK_P))
 
         # The entering state read out by C, decayed to each row.
-        acc = ct.mma(C_m, h_enter, ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32))
+        acc = split_mma(C_m, h_enter, ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32))
         acc = acc * ct.exp2(dA_m - dA_start, flush_to_zero=True)
         if HAS_SEQ_IDX:
             acc = ct.where(seq_m == seq_prev, acc, 0.0)     # rows of another sequence
@@ -156,14 +157,14 @@ def fused_state_out_kernel(
                                latency=latency)
             scores_m = ct.reshape(scores_m, (BLOCK_M, BLOCK_M))
         else:
-            scores_m = ct.mma(C_m, ct.transpose(B_m),
+            scores_m = split_mma(C_m, ct.transpose(B_m),
                               ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
         decay = ct.exp2(ct.minimum(dA_m - ct.transpose(dA_m), 0.0, propagate_nan=True),
                         flush_to_zero=True)
         scores_m = ct.where(rows >= cols, scores_m * decay * ct.transpose(dt_m), 0.0)
         if HAS_SEQ_IDX:
             scores_m = ct.where(seq_m == ct.transpose(seq_m), scores_m, 0.0)
-        acc = ct.mma(scores_m.astype(x.dtype).astype(mma_dtype), x_m.astype(mma_dtype), acc)
+        acc = split_mma(scores_m.astype(x.dtype).astype(mma_dtype), x_m.astype(mma_dtype), acc)
 
         x_f32 = x_m.astype(ct.float32)
         acc = skip_and_gate(acc, x_f32, D_h, z, b, row_block, h, p_tile, BLOCK_M, BLOCK_P,
@@ -181,7 +182,7 @@ def fused_state_out_kernel(
             state = ct.where(seq_end == seq_prev, state, 0.0)
             seq_prev = seq_end
         x_weighted = (x_f32 * weight).astype(x.dtype).astype(mma_dtype)
-        state = ct.mma(ct.transpose(B_m), x_weighted, state)
+        state = split_mma(ct.transpose(B_m), x_weighted, state)
         dA_start = dA_end
 
     # Every segment ends in the state entering the next one (already known, from
