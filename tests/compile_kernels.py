@@ -239,12 +239,15 @@ def package_examples():
         for name in names:
             yield f"{name}[{tag}]", launches[name].kernel, launches[name].args
     # The fused kernel: every optional input (bf16, chunk 64, the default occupancy hint), bare
-    # (fp16, chunk 128), TF32 (fp32, chunk 256) and padded headdim / dstate.
+    # (fp16, chunk 128), TF32 (fp32, chunk 256), split TF32 (fp32 without tf32: its own tiles
+    # and hints) and padded headdim / dstate.
     for tag, dtype, chunk_size, full, options, headdim, dstate in [
         ("bfloat16-chunk64", torch.bfloat16, 64, True, DEFAULT_OPTIONS.fused_state_out, 64, 64),
         ("float16-chunk128-bare", torch.float16, 128, False, FusedStateOutOptions(), 64, 128),
         ("float32-chunk256-tf32", torch.float32, 256, True, FusedStateOutOptions(tf32=True), 64,
          64),
+        ("float32-chunk256-split-n128", torch.float32, 256, True, FusedStateOutOptions(), 64,
+         128),
         ("bfloat16-chunk64-p80-n48", torch.bfloat16, 64, True, FusedStateOutOptions(latency=4),
          80, 48),
     ]:

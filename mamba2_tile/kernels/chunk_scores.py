@@ -23,6 +23,7 @@ those rows' outputs anyway.
 import torch
 
 from mamba2_tile.kernels.launching import KernelLaunch, cdiv, next_power_of_2
+from mamba2_tile.kernels.split_tf32 import split_mma
 from mamba2_tile.tile import ct
 
 
@@ -45,7 +46,7 @@ def chunk_scores_kernel(
     B_m = ct.load(B, (b, row_block, g, 0), (1, BLOCK_M, 1, DSTATE), padding_mode=zero)
     C_m = ct.reshape(C_m, (BLOCK_M, DSTATE)).astype(mma_dtype)
     B_m = ct.reshape(B_m, (BLOCK_M, DSTATE)).astype(mma_dtype)
-    product = ct.mma(C_m, ct.transpose(B_m), ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
+    product = split_mma(C_m, ct.transpose(B_m), ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
     ct.store(scores, (b, g, row_block, 0, 0), ct.reshape(product, (1, 1, 1, BLOCK_M, BLOCK_M)))
 
 

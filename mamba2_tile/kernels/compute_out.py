@@ -35,6 +35,7 @@ from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, expect_options, n
                                            placeholder, seq_placeholder, with_hints)
 from mamba2_tile.kernels.options import ComputeOutOptions
 from mamba2_tile.kernels.packing import rows_seq, seq_before
+from mamba2_tile.kernels.split_tf32 import split_mma
 from mamba2_tile.tile import ct
 
 
@@ -96,11 +97,11 @@ def compute_out_kernel(
             h_enter_t = ct.transpose(
                 ct.reshape(h_enter, (BLOCK_P, DSTATE)).astype(C.dtype).astype(mma_dtype))
         if SWAP_OPERANDS:
-            acc = ct.mma(ct.transpose(h_enter_t), ct.transpose(C_i),
+            acc = split_mma(ct.transpose(h_enter_t), ct.transpose(C_i),
                          ct.zeros((BLOCK_P, BLOCK_M), dtype=ct.float32))
             acc = acc * ct.transpose(read_out)
         else:
-            acc = ct.mma(C_i, h_enter_t, ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32))
+            acc = split_mma(C_i, h_enter_t, ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32))
             acc = acc * read_out
 
         # Intra-chunk: column blocks j = 0 .. m (the ones at or below the diagonal).
@@ -117,7 +118,8 @@ def compute_out_kernel(
                           padding_mode=zero, latency=latency)
             x_j = ct.reshape(x_j, (BLOCK_M, BLOCK_P)).astype(mma_dtype)
 
-            scores = ct.mma(C_i, ct.transpose(B_j), ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
+            scores = split_mma(C_i, ct.transpose(B_j),
+                               ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
             cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (1, BLOCK_M))
             # Clamp before exp2: above the diagonal dA_i - dA_j > 0 could overflow, and is
             # masked to 0 anyway. A NaN stays NaN (the default clamp would make it a decay of 1).
@@ -128,9 +130,9 @@ def compute_out_kernel(
                 scores = ct.where(seq_i == seq_j, scores, 0.0)
             scores = scores.astype(x.dtype).astype(mma_dtype)
             if SWAP_OPERANDS:
-                acc = ct.mma(ct.transpose(x_j), ct.transpose(scores), acc)
+                acc = split_mma(ct.transpose(x_j), ct.transpose(scores), acc)
             else:
-                acc = ct.mma(scores, x_j, acc)
+                acc = split_mma(scores, x_j, acc)
         if SWAP_OPERANDS:
             acc = ct.transpose(acc)
 

@@ -45,6 +45,7 @@ from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, expect_options, n
                                            placeholder, seq_placeholder, with_hints)
 from mamba2_tile.kernels.options import FusedStateOutOptions
 from mamba2_tile.kernels.packing import last_seq, rows_seq, seq_before
+from mamba2_tile.kernels.split_tf32 import split_mma
 from mamba2_tile.tile import ct
 
 # Largest state tile (dstate x BLOCK_P float32 values) a block keeps in registers next to the
@@ -60,6 +61,15 @@ MAX_LARGE_STATE_ELEMENTS = 16384
 # (64, 256) operands next to the state spill (read off the sm_90 cubin: ~800 local loads and
 # stores at dstate 256, none without that product).
 MAX_DSTATE_SCORES_IN_KERNEL = 128
+# Float32 without TF32 ("split": every mma is three TF32 ones on operands split in two,
+# kernels/split_tf32.py): the split operands take twice the registers, so the state tile is at
+# most 4096 floats, the row block 32 rows where the kernel forms C Bᵀ itself (dstate <= 128;
+# above, the scores' layout fixes 64), and the block runs 8 worker warps at one block an SM.
+# Read off the sm_90 cubins at chunk 256, headdim 64 (spill stores with the 16-bit tiles ->
+# these): dstate 64: 0, dstate 128: 410 -> 0, dstate 256: 616 -> 55.
+SPLIT_MAX_STATE_ELEMENTS = 4096
+SPLIT_BLOCK_M = 32
+SPLIT_WORKER_WARPS = 8
 
 
 @ct.kernel
@@ -143,7 +153,7 @@ def fused_state_out_kernel(
         x_m = ct.reshape(x_m, (BLOCK_M, BLOCK_P))
 
         # The entering state read out by C, decayed to each row.
-        acc = ct.mma(C_m, h_enter, ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32))
+        acc = split_mma(C_m, h_enter, ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32))
         acc = acc * ct.exp2(dA_m - dA_start, flush_to_zero=True)
         if HAS_SEQ_IDX:
             acc = ct.where(seq_m == seq_prev, acc, 0.0)     # rows of another sequence
@@ -156,14 +166,14 @@ def fused_state_out_kernel(
                                latency=latency)
             scores_m = ct.reshape(scores_m, (BLOCK_M, BLOCK_M))
         else:
-            scores_m = ct.mma(C_m, ct.transpose(B_m),
+            scores_m = split_mma(C_m, ct.transpose(B_m),
                               ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
         decay = ct.exp2(ct.minimum(dA_m - ct.transpose(dA_m), 0.0, propagate_nan=True),
                         flush_to_zero=True)
         scores_m = ct.where(rows >= cols, scores_m * decay * ct.transpose(dt_m), 0.0)
         if HAS_SEQ_IDX:
             scores_m = ct.where(seq_m == ct.transpose(seq_m), scores_m, 0.0)
-        acc = ct.mma(scores_m.astype(x.dtype).astype(mma_dtype), x_m.astype(mma_dtype), acc)
+        acc = split_mma(scores_m.astype(x.dtype).astype(mma_dtype), x_m.astype(mma_dtype), acc)
 
         x_f32 = x_m.astype(ct.float32)
         acc = skip_and_gate(acc, x_f32, D_h, z, b, row_block, h, p_tile, BLOCK_M, BLOCK_P,
@@ -181,7 +191,7 @@ def fused_state_out_kernel(
             state = ct.where(seq_end == seq_prev, state, 0.0)
             seq_prev = seq_end
         x_weighted = (x_f32 * weight).astype(x.dtype).astype(mma_dtype)
-        state = ct.mma(ct.transpose(B_m), x_weighted, state)
+        state = split_mma(ct.transpose(B_m), x_weighted, state)
         dA_start = dA_end
 
     # Every segment ends in the state entering the next one (already known, from
@@ -191,28 +201,40 @@ def fused_state_out_kernel(
                  ct.reshape(ct.transpose(state), (1, 1, BLOCK_P, DSTATE)))
 
 
-def fused_block_p(headdim, dstate, block_p=None):
+def splits(dtype, options=FusedStateOutOptions()):
+    """Whether the kernel multiplies as split TF32 (float32 inputs without ``tf32``), the case
+    with its own tiles and hints (:data:`SPLIT_MAX_STATE_ELEMENTS`)."""
+    return dtype == torch.float32 and not options.tf32
+
+
+def fused_block_p(headdim, dstate, block_p=None, split=False):
     """The headdim tile: as wide as headdim allows while the state tile fits in registers (one
-    block an SM where ``C Bᵀ`` comes precomputed, two otherwise)."""
+    block an SM where ``C Bᵀ`` comes precomputed, two otherwise; ``split``: see
+    :data:`SPLIT_MAX_STATE_ELEMENTS`)."""
     if block_p is not None:
         return block_p
     budget = MAX_LARGE_STATE_ELEMENTS if scores_given(dstate) else MAX_STATE_ELEMENTS
+    if split:
+        budget = SPLIT_MAX_STATE_ELEMENTS
     fits = max(16, budget // next_power_of_2(dstate))
     return min(next_power_of_2(headdim), 64, fits)
 
 
-def fused_occupancy(dstate, block_p, occupancy):
+def fused_occupancy(dstate, block_p, occupancy, split=False):
     """The occupancy hint a launch keeps: ``occupancy``, unless the state tile is beyond the
-    two-blocks-an-SM budget (:data:`MAX_STATE_ELEMENTS`): then one block an SM (``None``, the
-    compiler's choice), since a hint of 2 would cap the registers below the state's needs."""
-    if block_p * next_power_of_2(dstate) > MAX_STATE_ELEMENTS:
+    two-blocks-an-SM budget (:data:`MAX_STATE_ELEMENTS`) or the kernel splits (``split``): then
+    one block an SM (``None``, the compiler's choice), since a hint of 2 would cap the registers
+    below the state's needs."""
+    if split or block_p * next_power_of_2(dstate) > MAX_STATE_ELEMENTS:
         return None
     return occupancy
 
 
-def fused_block_m(chunk_size, options=FusedStateOutOptions()):
-    """The row block: 64 rows (or the chunk, if smaller); it must divide the chunk."""
-    return min(options.block_m or 64, chunk_size)
+def fused_block_m(chunk_size, options=FusedStateOutOptions(), split=False, dstate=None):
+    """The row block: 64 rows (or the chunk, if smaller), 32 for ``split`` where the kernel forms
+    ``C Bᵀ`` itself (``dstate`` up to 128); it must divide the chunk."""
+    rows = SPLIT_BLOCK_M if split and not scores_given(dstate) else 64
+    return min(options.block_m or rows, chunk_size)
 
 
 def scores_given(dstate):
@@ -221,10 +243,11 @@ def scores_given(dstate):
     return next_power_of_2(dstate) > MAX_DSTATE_SCORES_IN_KERNEL
 
 
-def fused_tiles(headdim, dstate, chunk_size, options=FusedStateOutOptions()):
+def fused_tiles(headdim, dstate, chunk_size, options=FusedStateOutOptions(), split=False):
     """``(block_m, block_p)``: the options' tiles, else :func:`fused_block_m` and
     :func:`fused_block_p`."""
-    return fused_block_m(chunk_size, options), fused_block_p(headdim, dstate, options.block_p)
+    return (fused_block_m(chunk_size, options, split, dstate),
+            fused_block_p(headdim, dstate, options.block_p, split))
 
 
 def uses_fused(x, B, options):
@@ -260,7 +283,8 @@ def fused_state_out_launch(x, dt, dA_cumsum, B, C, initial_states=None, D=None, 
     y = torch.empty_like(x, memory_format=torch.contiguous_format)   # whatever x's strides
     final_states = torch.empty(batch, nheads, headdim, dstate, dtype=torch.float32,
                                device=x.device)
-    block_m, block_p = fused_tiles(headdim, dstate, chunk_size, options)
+    split = splits(x.dtype, options)
+    block_m, block_p = fused_tiles(headdim, dstate, chunk_size, options, split)
     if segment_chunks is None:
         segments, segment_chunks = 1, nchunks
         if initial_states is not None:
@@ -284,7 +308,8 @@ def fused_state_out_launch(x, dt, dA_cumsum, B, C, initial_states=None, D=None, 
         z is not None, scores is not None, options.latency_constant(), options.use_tf32(x.dtype),
     )
     kernel = with_hints(fused_state_out_kernel,
-                        fused_occupancy(dstate, block_p, options.occupancy))
+                        fused_occupancy(dstate, block_p, options.occupancy, split),
+                        SPLIT_WORKER_WARPS if split else None)
     return KernelLaunch(grid, kernel, args), (y, final_states)
 
 

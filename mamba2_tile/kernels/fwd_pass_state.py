@@ -35,6 +35,7 @@ from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, expect_options, n
                                            placeholder, seq_placeholder, with_hints)
 from mamba2_tile.kernels.options import FwdPassStateOptions
 from mamba2_tile.kernels.packing import last_seq, rows_seq
+from mamba2_tile.kernels.split_tf32 import split_mma
 from mamba2_tile.tile import ct
 
 
@@ -112,9 +113,9 @@ def fwd_pass_state_tile(
         # Rounded to the input dtype first (as mamba_ssm does), then to TF32 if asked.
         x_weighted = (x_c.astype(ct.float32) * weight).astype(x.dtype).astype(mma_dtype)
         if SWAP_OPERANDS:
-            state = ct.mma(ct.transpose(B_c), x_weighted, state * chunk_decay)
+            state = split_mma(ct.transpose(B_c), x_weighted, state * chunk_decay)
         else:
-            state = ct.mma(ct.transpose(x_weighted), B_c, state * chunk_decay)
+            state = split_mma(ct.transpose(x_weighted), B_c, state * chunk_decay)
 
     if SWAP_OPERANDS:
         state = ct.transpose(state)

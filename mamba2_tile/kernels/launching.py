@@ -71,10 +71,13 @@ def seq_placeholder(like):
 
 
 @lru_cache(maxsize=None)
-def with_hints(kernel, occupancy=None):
-    """``kernel`` with compiler hints replaced; ``None`` keeps the kernel as declared.
+def with_hints(kernel, occupancy=None, num_worker_warps=None):
+    """``kernel`` with compiler hints replaced; ``None`` keeps a hint as declared.
 
     Memoised: cuTile keeps one JIT cache per kernel object, so a fresh ``replace_hints`` object
     on every launch would recompile every time.
     """
-    return kernel if occupancy is None else kernel.replace_hints(occupancy=occupancy)
+    hints = {name: value for name, value in [("occupancy", occupancy),
+                                             ("num_worker_warps", num_worker_warps)]
+             if value is not None}
+    return kernel.replace_hints(**hints) if hints else kernel

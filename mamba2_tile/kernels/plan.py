@@ -33,7 +33,11 @@ The rule:
    gets its launcher's rule, the ``*_tiles`` function beside each kernel, so a launch from the
    plan and a launcher called directly use the same tiles.
 3. **TF32 only where it acts**: float32 inputs. For 16-bit inputs the plan says ``tf32=False``,
-   which is what the kernels run anyway.
+   which is what the kernels run anyway. Float32 without TF32 multiplies as split TF32, three
+   TF32 products per float32 one (:mod:`~mamba2_tile.kernels.split_tf32`), whose operands take
+   twice the registers: the fused kernel's tiles then follow
+   :data:`~mamba2_tile.kernels.fused_state_out.SPLIT_MAX_STATE_ELEMENTS` (rule 1 counts its
+   blocks with those tiles).
 
 CPU tensors (the interpreter) are planned for :data:`REFERENCE_SM_COUNT` SMs, so the interpreter
 runs the path an H200 would. ``ngroups`` takes part in no rule yet; it is in the signature
@@ -47,7 +51,8 @@ import torch
 
 from mamba2_tile.kernels.chunk_cumsum import chunk_cumsum_block_h
 from mamba2_tile.kernels.compute_out import compute_out_tiles
-from mamba2_tile.kernels.fused_state_out import fused_block_p, fused_occupancy, fused_tiles
+from mamba2_tile.kernels.fused_state_out import (fused_block_p, fused_occupancy, fused_tiles,
+                                                 splits)
 from mamba2_tile.kernels.fwd_pass_state import fwd_pass_state_tiles
 from mamba2_tile.kernels.launching import cdiv
 from mamba2_tile.kernels.options import DEFAULT_OPTIONS
@@ -57,9 +62,10 @@ from mamba2_tile.kernels.sequence_parallel import choose_segment_chunks
 REFERENCE_SM_COUNT = 132
 
 
-def fused_fills_gpu(batch, nheads, headdim, dstate, sm_count, block_p=None):
+def fused_fills_gpu(batch, nheads, headdim, dstate, sm_count, block_p=None, split=False):
     """True when the fused kernel's launch has at least one block per SM (rule 1)."""
-    return batch * nheads * cdiv(headdim, fused_block_p(headdim, dstate, block_p)) >= sm_count
+    tiles = cdiv(headdim, fused_block_p(headdim, dstate, block_p, split))
+    return batch * nheads * tiles >= sm_count
 
 
 def fuses(batch, nheads, headdim, dstate, sm_count, base=DEFAULT_OPTIONS):
@@ -68,18 +74,19 @@ def fuses(batch, nheads, headdim, dstate, sm_count, base=DEFAULT_OPTIONS):
     return base.fuse_state_passing is not False
 
 
-def segments(batch, seqlen, nheads, headdim, dstate, chunk_size, sm_count, base=DEFAULT_OPTIONS):
+def segments(batch, seqlen, nheads, headdim, dstate, chunk_size, sm_count, base=DEFAULT_OPTIONS,
+             split=False):
     """Rule 1's segments on the fused path: ``segment_chunks``, or ``None`` for one segment."""
     if base.fuse_state_passing is not None:
         return base.segment_chunks
     kernel = base.fused_state_out
-    if fused_fills_gpu(batch, nheads, headdim, dstate, sm_count, kernel.block_p):
+    if fused_fills_gpu(batch, nheads, headdim, dstate, sm_count, kernel.block_p, split):
         return None
     nchunks = cdiv(seqlen, chunk_size)
-    block_p = fused_block_p(headdim, dstate, kernel.block_p)
+    block_p = fused_block_p(headdim, dstate, kernel.block_p, split)
     chunks = choose_segment_chunks(
         batch, nheads, headdim, dstate, nchunks, sm_count, chunk_size, block_p,
-        blocks_per_sm=fused_occupancy(dstate, block_p, kernel.occupancy) or 1)
+        blocks_per_sm=fused_occupancy(dstate, block_p, kernel.occupancy, split) or 1)
     return None if chunks >= nchunks else chunks
 
 
@@ -94,10 +101,12 @@ def plan(batch, seqlen, nheads, headdim, ngroups, dstate, chunk_size, dtype, sm_
 
     cumsum = replace(base.chunk_cumsum, block_h=chunk_cumsum_block_h(nheads, base.chunk_cumsum))
     if fuses(batch, nheads, headdim, dstate, sm_count, base):
-        block_m, block_p = fused_tiles(headdim, dstate, chunk_size, base.fused_state_out)
-        fused = replace(numerics(base.fused_state_out), block_m=block_m, block_p=block_p)
+        fused = numerics(base.fused_state_out)
+        split = splits(dtype, fused)
+        block_m, block_p = fused_tiles(headdim, dstate, chunk_size, fused, split)
+        fused = replace(fused, block_m=block_m, block_p=block_p)
         segment_chunks = segments(batch, seqlen, nheads, headdim, dstate, chunk_size, sm_count,
-                                  base)
+                                  base, split)
         return replace(base, chunk_cumsum=cumsum, fused_state_out=fused, fuse_state_passing=True,
                        segment_chunks=segment_chunks)
     state_p, state_n = fwd_pass_state_tiles(headdim, dstate, base.fwd_pass_state)

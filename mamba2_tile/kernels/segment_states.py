@@ -27,6 +27,7 @@ from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, expect_options, n
                                            seq_placeholder, with_hints)
 from mamba2_tile.kernels.options import FusedStateOutOptions
 from mamba2_tile.kernels.packing import last_seq, rows_seq, seq_before
+from mamba2_tile.kernels.split_tf32 import split_mma
 from mamba2_tile.tile import ct
 
 
@@ -93,7 +94,7 @@ def segment_states_kernel(
             block_decay = ct.where(seq_end == seq_prev, block_decay, float("-inf"))
             seq_prev = seq_end
         x_weighted = (x_m * weight).astype(x.dtype).astype(mma_dtype)
-        state = ct.mma(ct.transpose(B_m), x_weighted, state * carry)
+        state = split_mma(ct.transpose(B_m), x_weighted, state * carry)
         decay = decay + block_decay
         dA_start = dA_end
 

@@ -19,6 +19,10 @@ TF32's (2^-11): the error is that of float32, the speed that of tensor cores at 
 rate. The trick is the "3xTF32" of NVIDIA CUTLASS (example 27, "fast accurate tensorop gemm")
 and of Ootomo and Yokota, "Recovering single precision accuracy from Tensor Cores while
 surpassing the FP32 theoretical peak performance" (IJHPCA, 2022).
+
+Every kernel's ``mma`` goes through :func:`split_mma`: float32 inputs without ``tf32`` get
+float32's accuracy this way; with ``tf32`` the operands are already ``ct.tfloat32`` and 16-bit
+ones are their own dtype, and both reach ``ct.mma`` as before (the same machine code).
 """
 
 from mamba2_tile.tile import ct

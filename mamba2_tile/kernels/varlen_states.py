@@ -24,6 +24,7 @@ from mamba2_tile.kernels.exp2 import LOG2E
 from mamba2_tile.kernels.fused_state_out import fused_block_m, fused_block_p
 from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, next_power_of_2, placeholder,
                                            seq_placeholder)
+from mamba2_tile.kernels.split_tf32 import split_mma
 from mamba2_tile.tile import ct
 
 
@@ -102,7 +103,7 @@ def varlen_states_kernel(
         weight = ct.where(mine, weight, 0.0)
         x_weighted = (x_m * weight).astype(x.dtype).astype(mma_dtype)
         carry = ct.exp2((dA_last - dA_start) * LOG2E, flush_to_zero=True)
-        state = ct.mma(ct.transpose(B_m), x_weighted, state * carry)
+        state = split_mma(ct.transpose(B_m), x_weighted, state * carry)
         dA_start = dA_last
 
     ct.store(varlen_states, (sequence, h, p_tile, 0),

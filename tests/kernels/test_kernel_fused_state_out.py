@@ -8,8 +8,10 @@ from hypothesis import given, settings, strategies as st
 from mamba2_tile.api import forward_with_options
 from mamba2_tile.kernels import DEFAULT_OPTIONS, ForwardOptions, FusedStateOutOptions
 from mamba2_tile.kernels.fused_state_out import (MAX_LARGE_STATE_ELEMENTS, MAX_STATE_ELEMENTS,
-                                                 fused_block_p,
+                                                 SPLIT_MAX_STATE_ELEMENTS, SPLIT_WORKER_WARPS,
+                                                 fused_block_p, fused_state_out_kernel,
                                                  fused_state_out_launch)
+from mamba2_tile.kernels.launching import with_hints
 from mamba2_tile.tolerances import TF32_TOLERANCE, TOLERANCES, assert_close
 from ssd_cases import DTYPES, Case, api_kwargs, expected_output, make_case, random_cases
 
@@ -98,6 +100,25 @@ def test_the_state_tile_fits_in_registers():
         assert fused_block_p(64, dstate) * dstate <= MAX_STATE_ELEMENTS
     for dstate in (256, 512):                  # C Bᵀ precomputed: one block an SM, a larger state
         assert fused_block_p(64, dstate) * dstate <= MAX_LARGE_STATE_ELEMENTS
+
+
+def test_float32_without_tf32_gets_the_split_tiles_and_hints():
+    # Split TF32 operands take twice the registers (kernels/split_tf32.py): a smaller state tile,
+    # 32-row blocks where the kernel forms C Bᵀ, 8 worker warps at one block an SM.
+    from mamba2_tile.kernels.plan import plan
+    for dstate, tiles in [(64, (32, 64)), (128, (32, 32)), (256, (64, 16))]:
+        options = plan(8, 8192, 64, 64, 1, dstate, 256, torch.float32, 132).fused_state_out
+        assert (options.block_m, options.block_p) == tiles
+        assert options.block_p * dstate <= SPLIT_MAX_STATE_ELEMENTS
+    for dtype, base in [(torch.bfloat16, DEFAULT_OPTIONS),
+                        (torch.float32, DEFAULT_OPTIONS.with_switches(tf32=True))]:
+        options = plan(8, 8192, 64, 64, 1, 128, 256, dtype, 132, base).fused_state_out
+        assert (options.block_m, options.block_p) == (64, 64)
+    x = torch.zeros(1, 70, 2, 64)
+    B = torch.zeros(1, 70, 1, 128)
+    dA = torch.zeros(1, 2, 2, 64)
+    launch, _ = fused_state_out_launch(x, dA, dA, B, B, options=FusedStateOutOptions(occupancy=2))
+    assert launch.kernel is with_hints(fused_state_out_kernel, None, SPLIT_WORKER_WARPS)
 
 
 def test_launch_can_be_inspected_without_running():
