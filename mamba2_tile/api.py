@@ -56,7 +56,7 @@ from functools import lru_cache
 import torch
 
 from mamba2_tile import autotune
-from mamba2_tile.autograd import TENSOR_ARGUMENTS, SSDFunction
+from mamba2_tile.autograd import SSDFunction
 from mamba2_tile.kernels import (DEFAULT_OPTIONS, chunk_cumsum, compute_out, fused_state_out,
                                  fwd_pass_state)
 from mamba2_tile.kernels.plan import plan_for
@@ -319,8 +319,8 @@ def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bia
     options = forward_options(x, dt, A, B, C, chunk_size)
     tensors = (x, dt, A, B, C, D, z, dt_bias, initial_states)
     if torch.is_grad_enabled() and _any_requires_grad(tensors):
-        return _forward_with_grad(tensors, chunk_size, seq_idx, dt_softplus, dt_limit,
-                                  return_final_states, return_varlen_states, options)
+        return _forward_with_grad(tensors, chunk_size, seq_idx, cu_seqlens, dt_softplus,
+                                  dt_limit, return_final_states, return_varlen_states, options)
     return _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx,
                     cu_seqlens, dt_softplus, dt_limit, return_final_states,
                     return_varlen_states, options)
@@ -333,26 +333,22 @@ def _any_requires_grad(tensors):
     return False
 
 
-def _forward_with_grad(tensors, chunk_size, seq_idx, dt_softplus, dt_limit, return_final_states,
-                       return_varlen_states, options):
+def _forward_with_grad(tensors, chunk_size, seq_idx, cu_seqlens, dt_softplus, dt_limit,
+                       return_final_states, return_varlen_states, options):
     """The forward pass through :class:`mamba2_tile.autograd.SSDFunction`: the same kernels
-    (``options``), differentiable in every tensor argument, ``final_states`` included, packed
-    sequences (``seq_idx``) too."""
-    if return_varlen_states:
-        needing = [name for name, t in zip(TENSOR_ARGUMENTS, tensors)
-                   if t is not None and t.requires_grad]
-        raise NotImplementedError(
-            f"return_varlen_states has no backward pass yet (seq_idx has one): call without "
-            f"it, or with no argument requiring a gradient (these do: {', '.join(needing)})")
+    (``options``), differentiable in every tensor argument, ``final_states`` and
+    ``varlen_states`` included, packed sequences too."""
+    cu_seqlens = cu_seqlens if return_varlen_states else None
 
     def run_forward(x, dt, A, B, C, D, z, dt_bias, initial_states):
         return _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx,
-                        None, dt_softplus, dt_limit, True, False, options)
+                        cu_seqlens, dt_softplus, dt_limit, True, return_varlen_states, options)
 
     settings = dict(chunk_size=chunk_size, dt_softplus=dt_softplus, dt_limit=dt_limit,
-                    seq_idx=seq_idx)
-    y, final_states = SSDFunction.apply(run_forward, settings, *tensors)
-    return (y, final_states) if return_final_states else y
+                    seq_idx=seq_idx, cu_seqlens=cu_seqlens)
+    y, final_states, *varlen = SSDFunction.apply(run_forward, settings, *tensors)
+    outputs = (y,) + ((final_states,) if return_final_states else ()) + tuple(varlen)
+    return outputs if len(outputs) > 1 else y
 
 
 def forward_options(x, dt, A, B, C, chunk_size, base=DEFAULT_OPTIONS):

@@ -30,7 +30,13 @@ Every term of ``y_ssd`` and of the state leaving a chunk is a masked ``m exp(·)
 ``dA_cumsum`` differences, so ``dy_k · y_ssd_k``, ``dt_k ddt_k`` and ``<dh_{c+1}, h_{c+1}>``,
 computed from the masked quantities, are still its gradient; the running sum over the chunk
 only adds up ``dA_cumsum``'s chain rule, and terms of another sequence cancel in it.
-``return_varlen_states`` has no backward yet: the API refuses it when a gradient is needed.
+
+Each sequence's last state (``return_varlen_states``): ``V_k``, the state after sequence ``k``'s
+last token ``e``, is a jump to ``e`` from the start of ``e``'s chunk ``c`` (its own tokens in
+the chunk, and the state entering the chunk if that is ``k``'s). Its gradient ``G_k`` goes to
+the tokens in step 4 (:mod:`mamba2_tile.kernels.bwd_chunk`), to the state entering ``c`` as
+``exp(dA_e) G_k`` in step 3 (then on backward through the chunks before), and to ``dA_e`` as
+``<G_k, V_k>`` in step 5, ``V_k`` recomputed by :mod:`mamba2_tile.kernels.varlen_states`.
 """
 
 import torch
@@ -42,13 +48,15 @@ from mamba2_tile.kernels.chunk_cumsum import DA_STEP_MIN, SOFTPLUS_THRESHOLD, ch
 from mamba2_tile.kernels.compute_out import compute_out_launch
 from mamba2_tile.kernels.fwd_pass_state import fwd_pass_state
 from mamba2_tile.kernels.launching import KernelLaunch
+from mamba2_tile.kernels.varlen_states import varlen_states
 
 TENSOR_ARGUMENTS = ("x", "dt", "A", "B", "C", "D", "z", "dt_bias", "initial_states")
 
 
 class SSDFunction(torch.autograd.Function):
     """``(y, final_states)`` of the forward pass ``run_forward`` (the API's, planned for these
-    inputs), differentiable in every tensor of :data:`TENSOR_ARGUMENTS`."""
+    inputs), then ``varlen_states`` when ``settings["cu_seqlens"]`` is given, differentiable in
+    every tensor of :data:`TENSOR_ARGUMENTS`."""
 
     @staticmethod
     def forward(ctx, run_forward, settings, x, dt, A, B, C, D, z, dt_bias, initial_states):
@@ -56,14 +64,13 @@ class SSDFunction(torch.autograd.Function):
         ctx.save_for_backward(*tensors)
         ctx.settings = settings
         # Detached: the kernels read the tensors' memory, outside autograd's view.
-        y, final_states = run_forward(*(None if t is None else t.detach() for t in tensors))
-        return y, final_states
+        return run_forward(*(None if t is None else t.detach() for t in tensors))
 
     @staticmethod
-    def backward(ctx, dy, dfinal_states):
+    def backward(ctx, dy, dfinal_states, dvarlen_states=None):
         tensors = ctx.saved_tensors
         grads = ssd_backward(*tensors, **ctx.settings, dy=dy, dfinal_states=dfinal_states,
-                             needs=ctx.needs_input_grad[2:])
+                             dvarlen_states=dvarlen_states, needs=ctx.needs_input_grad[2:])
         return (None, None) + grads
 
 
@@ -89,6 +96,29 @@ def _scan_output(x, dt_chunks, dA_cumsum, B, C, chunk_states, seq_idx=None):
     args["y"] = y_ssd
     KernelLaunch(launch.grid, launch.kernel, tuple(args.values())).run()
     return y_ssd
+
+
+def _varlen_parts(x, B, dt_chunks, dA_cumsum, chunk_states, seq_idx, cu_seqlens, G):
+    """What each sequence's last-state gradient ``G`` (num_sequences, h, p, n) adds outside
+    ``bwd_chunk`` (module doc): ``direct`` (1, h, c, p, n), the gradient of each chunk's
+    entering state, and ``dA_last`` (num_sequences, h), that of ``dA_cumsum`` at each
+    sequence's last token (at ``chunk``, ``position``, (num_sequences,) each); ``G`` itself for
+    ``bwd_chunk``."""
+    chunk_size = dA_cumsum.shape[3]
+    cu_seqlens = cu_seqlens.long()
+    start, last = cu_seqlens[:-1], cu_seqlens[1:] - 1
+    chunk = last // chunk_size
+    V = varlen_states(x, B, dt_chunks, dA_cumsum, cu_seqlens, chunk_states, 1, seq_idx)
+    # The state entering the last token's chunk is the sequence's if it began before the chunk,
+    # or, at chunk 0, if it is sequence 0 (initial_states'): packing.py's rule.
+    first = (torch.zeros_like(start) if seq_idx is None else seq_idx[0, start]) == 0
+    enters = (start < chunk * chunk_size) | ((chunk == 0) & first)
+    dA_at_last = dA_cumsum[0].reshape(dA_cumsum.shape[1], -1)[:, last].T     # (k, h)
+    decay = torch.where(enters[:, None], torch.exp(dA_at_last), 0.0)
+    direct = torch.zeros_like(chunk_states)
+    direct[0].index_add_(1, chunk, (decay[..., None, None] * G).transpose(0, 1))
+    return dict(G=G, direct=direct, chunk=chunk, position=last % chunk_size,
+                dA_last=(G * V).sum((-2, -1)))
 
 
 def _packed_step_gradient(to_end, whole_chunk, seq_idx, chunk_size):
@@ -120,11 +150,14 @@ def _packed_step_gradient(to_end, whole_chunk, seq_idx, chunk_size):
 
 
 def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, dt_softplus,
-                 dt_limit, dy, dfinal_states, needs=(True,) * 9, seq_idx=None):
+                 dt_limit, dy, dfinal_states, needs=(True,) * 9, seq_idx=None, cu_seqlens=None,
+                 dvarlen_states=None):
     """The gradients of ``(y, final_states)`` for output gradients ``dy`` and ``dfinal_states``
     (either may be ``None``: zero); returns one gradient per :data:`TENSOR_ARGUMENTS` entry, in
     that input's dtype, ``None`` for an absent input or one whose ``needs`` entry is False.
-    ``seq_idx`` (b, l) int32: the packing of the forward call (module doc)."""
+    ``seq_idx`` (b, l) int32: the packing of the forward call; ``dvarlen_states``
+    (num_sequences, h, p, n), with ``cu_seqlens``: the gradient of each sequence's last state
+    (module doc)."""
     batch, seqlen, nheads, headdim = x.shape
     ngroups, dstate = B.shape[2], B.shape[3]
     dA_cumsum, dt_chunks = chunk_cumsum(dt, A, chunk_size, dt_bias=dt_bias,
@@ -151,9 +184,15 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
         if D.dim() == 1:
             dD = dD.sum(-1)
 
-    dstates, dinitial_states = bwd_state_pass(dy, C, dA_cumsum, dfinal_states.float(), seq_idx)
-    dx, ddt_chunks, dB_heads, dC_heads = bwd_chunk(x, dt_chunks, dA_cumsum, B, C, chunk_states,
-                                                   dstates, dy, seq_idx)
+    varlen = None
+    if dvarlen_states is not None:
+        varlen = _varlen_parts(x, B, dt_chunks, dA_cumsum, chunk_states, seq_idx, cu_seqlens,
+                               dvarlen_states.float())
+    dstates, dinitial_states = bwd_state_pass(dy, C, dA_cumsum, dfinal_states.float(), seq_idx,
+                                              None if varlen is None else varlen["direct"])
+    dx, ddt_chunks, dB_heads, dC_heads = bwd_chunk(
+        x, dt_chunks, dA_cumsum, B, C, chunk_states, dstates, dy, seq_idx,
+        None if varlen is None else varlen["G"], cu_seqlens)
     if D is not None:
         dx = dx + dy * D_full
     dB = dB_heads.view(batch, seqlen, ngroups, nheads // ngroups, dstate).sum(3)
@@ -163,6 +202,11 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
     states_after = torch.cat([chunk_states[:, :, 1:], final_states[:, :, None]], dim=2)
     whole_chunk = (dstates * states_after).sum((-2, -1))                   # (b, h, c)
     d_dA_cumsum = _to_chunks((dy * y_ssd).sum(-1), chunk_size) - dt_chunks * ddt_chunks
+    if varlen is not None:
+        # <G_k, V_k> at each sequence's last token (batch 1).
+        heads = torch.arange(nheads, device=x.device)[None]
+        d_dA_cumsum[0].index_put_((heads, varlen["chunk"][:, None], varlen["position"][:, None]),
+                                  varlen["dA_last"], accumulate=True)
     to_end = d_dA_cumsum.flip(-1).cumsum(-1).flip(-1)
     if seq_idx is None:
         d_step = to_end + whole_chunk[..., None]

@@ -266,9 +266,9 @@ def package_examples():
 
 def _backward_examples():
     """The backward kernels: every input dtype, the three chunk sizes, dstate up to 256 and
-    padded headdim / dstate, packed (``seq_idx``) at chunk 64 and 128 (never run, only
-    compiled); float32 (its own bwd_chunk kernel, dstate in blocks) padded at chunk 64, packed
-    there too, and at chunk 256, dstate 256."""
+    padded headdim / dstate, packed (``seq_idx``, and ``return_varlen_states``' gradient) at
+    chunk 64 and 128 (never run, only compiled); float32 (its own bwd_chunk kernel, dstate in
+    blocks) padded at chunk 64, packed there too, and at chunk 256, dstate 256."""
     for dtype, chunk_size, headdim, dstate in [(torch.bfloat16, 64, 64, 64),
                                                (torch.float16, 128, 64, 256),
                                                (torch.bfloat16, 256, 64, 64),
@@ -292,6 +292,16 @@ def _backward_examples():
             suffix = "" if seq_idx is None else "-packed"
             for name, launch in [("bwd_state_pass", passing), ("bwd_chunk", chunk)]:
                 yield f"{name}[{tag}{suffix}]", launch.kernel, launch.args
+        if len(packings) > 1:
+            # return_varlen_states: each sequence's last-state gradient (batch 1).
+            cu_seqlens = torch.tensor([0, 5, seqlen])
+            dvarlen = torch.zeros(2, nheads, headdim, dstate)
+            passing, _ = bwd_state_pass_launch(dy, B, dA_cumsum, states[:, :, 0], packings[1],
+                                               states)
+            chunk, _ = bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), states, states,
+                                        dy, packings[1], dvarlen, cu_seqlens)
+            for name, launch in [("bwd_state_pass", passing), ("bwd_chunk", chunk)]:
+                yield f"{name}[{tag}-varlen]", launch.kernel, launch.args
 
 
 def _decode_examples():

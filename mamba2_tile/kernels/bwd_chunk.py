@@ -36,12 +36,26 @@ carries the forward's 0/1 mask, and a masked factor ``m exp(u)`` differentiates 
 ``L_ij`` is zero unless tokens i and j share a sequence, ``exp(dA_last - dA_j)`` unless token j
 is of the chunk's last token's sequence (only that one leaves the chunk), ``exp(dA_i)`` unless
 token i is of the entering state's sequence. Without ``seq_idx`` the masks are not compiled.
+
+Each sequence's last state (``return_varlen_states``, ``HAS_VARLEN``): the state ``V_k`` after
+the last token ``e`` of packed sequence ``k`` is a jump to ``e`` from the start of ``e``'s chunk,
+``V_k = [entering state is k's] exp(dA_e) h_c + sum_{j of k in the chunk} exp(dA_e - dA_j)
+dt_j x_j B_jᵀ``. Its gradient ``G_k`` adds to the tokens of ``k`` in that chunk, like ``dh``
+with ``e`` in the place of the chunk's last position::
+
+    u_j  += exp(dA_e - dA_j) G_k B_j           dB_j += dt_j exp(dA_e - dA_j) x_jᵀ G_k
+
+A block loops over the sequences that end in its chunk (``chunk_sequences[c]`` to
+``chunk_sequences[c + 1]``, from the launcher), skipping those with no token in a row block.
+The caller adds the rest: ``exp(dA_e) G_k`` to the entering state's gradient and
+``<G_k, V_k>`` to ``dA_e``'s (:mod:`mamba2_tile.autograd`).
 """
 
 import torch
 
 from mamba2_tile.kernels.exp2 import LOG2E
-from mamba2_tile.kernels.launching import KernelLaunch, next_power_of_2, seq_placeholder
+from mamba2_tile.kernels.launching import (KernelLaunch, next_power_of_2, placeholder,
+                                           seq_placeholder)
 from mamba2_tile.kernels.packing import last_seq, rows_seq, seq_before
 from mamba2_tile.kernels.split_tf32 import split_mma
 from mamba2_tile.tile import ct
@@ -52,12 +66,16 @@ def bwd_chunk_kernel(
     x, dt, dA_cumsum, B, C,          # (b, l, h, p), (b, h, c, s) x2, (b, l, g, n) x2
     chunk_states, dstates, dy,       # (b, h, c, p, n) f32 x2, (b, l, h, p) f32
     seq_idx,                         # (b, l) int32: packed sequences
+    dvarlen_states,                  # (num_sequences, h, p, n) f32: the gradient of each V_k
+    cu_seqlens,                      # (num_sequences + 1,) int32 / int64
+    chunk_sequences,                 # (c + 1,) int32: sequences ending in chunk c: [c], [c + 1]
     dx, ddt, dB, dC,                 # out, f32: (b, l, h, p), (b, h, c, s), (b, l, h, n) x2
     CHUNK_SIZE: ct.Constant[int],
     BLOCK_M: ct.Constant[int],
     HEADDIM: ct.Constant[int],       # headdim padded to a power of two
     DSTATE: ct.Constant[int],        # dstate padded to a power of two
     HAS_SEQ_IDX: ct.Constant[bool],  # the forward's seq_idx masks (module doc)
+    HAS_VARLEN: ct.Constant[bool],   # each sequence's last state has a gradient (batch 1)
 ):
     blocks_per_chunk = CHUNK_SIZE // BLOCK_M
     nchunks = dA_cumsum.shape[2]
@@ -102,6 +120,23 @@ def bwd_chunk_kernel(
             u = ct.mma(B_j, ct.transpose(dh), ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32))
             u = u * to_end
             dB_j = ct.mma(x_j, dh, ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32)) * to_end
+            if HAS_VARLEN:
+                first_k = ct.reshape(ct.load(chunk_sequences, (c,), (1,)), ())
+                end_k = ct.reshape(ct.load(chunk_sequences, (c + 1,), (1,)), ())
+                for k in range(first_k, end_k):
+                    start = ct.reshape(ct.load(cu_seqlens, (k,), (1,)).astype(ct.int32), ())
+                    last = ct.reshape(ct.load(cu_seqlens, (k + 1,), (1,)).astype(ct.int32),
+                                      ()) - 1
+                    if (start < col_block * BLOCK_M + BLOCK_M) & (last >= col_block * BLOCK_M):
+                        to_e = _to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
+                                                last, CHUNK_SIZE, BLOCK_M)
+                        G = ct.load(dvarlen_states, (k, h, 0, 0), (1, 1, HEADDIM, DSTATE),
+                                    padding_mode=zero)
+                        G = ct.reshape(G, (HEADDIM, DSTATE)).astype(mma_dtype)
+                        u = ct.mma(B_j, ct.transpose(G),
+                                   ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)) * to_e + u
+                        dB_j = ct.mma(x_j, G,
+                                      ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32)) * to_e + dB_j
             cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
             for i in range(j, blocks_per_chunk):
                 row_block = c * blocks_per_chunk + i
@@ -185,12 +220,14 @@ def bwd_chunk_float32_kernel(
     x, dt, dA_cumsum, B, C,          # as bwd_chunk_kernel, all float32
     chunk_states, dstates, dy,
     seq_idx,                         # (b, l) int32: packed sequences
+    dvarlen_states, cu_seqlens, chunk_sequences,   # as bwd_chunk_kernel
     dx, ddt, dB, dC,
     CHUNK_SIZE: ct.Constant[int],
     BLOCK_M: ct.Constant[int],
     BLOCK_N: ct.Constant[int],       # dstate columns per step
     HEADDIM: ct.Constant[int],       # headdim padded to a power of two
     HAS_SEQ_IDX: ct.Constant[bool],  # the forward's seq_idx masks (module doc)
+    HAS_VARLEN: ct.Constant[bool],   # each sequence's last state has a gradient (batch 1)
 ):
     """:func:`bwd_chunk_kernel` for float32 inputs, with ``dstate`` in blocks of ``BLOCK_N``.
 
@@ -237,6 +274,27 @@ def bwd_chunk_float32_kernel(
                 seq_j = rows_seq(seq_idx, b, col_block, BLOCK_M)             # (BLOCK_M, 1)
                 to_end = ct.where(seq_j == seq_leave, to_end, 0.0)
             u = u * to_end
+            if HAS_VARLEN:
+                # The sequences ending in this chunk (bwd_chunk_kernel, module doc).
+                first_k = ct.reshape(ct.load(chunk_sequences, (c,), (1,)), ())
+                end_k = ct.reshape(ct.load(chunk_sequences, (c + 1,), (1,)), ())
+                for k in range(first_k, end_k):
+                    start = ct.reshape(ct.load(cu_seqlens, (k,), (1,)).astype(ct.int32), ())
+                    last = ct.reshape(ct.load(cu_seqlens, (k + 1,), (1,)).astype(ct.int32),
+                                      ()) - 1
+                    if (start < col_block * BLOCK_M + BLOCK_M) & (last >= col_block * BLOCK_M):
+                        to_e = _to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
+                                                last, CHUNK_SIZE, BLOCK_M)
+                        G_u = ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)
+                        for n in range(n_blocks):
+                            B_jn = ct.reshape(ct.load(B, (b, col_block, g, n),
+                                                      (1, BLOCK_M, 1, BLOCK_N),
+                                                      padding_mode=zero), (BLOCK_M, BLOCK_N))
+                            G_n = ct.reshape(ct.load(dvarlen_states, (k, h, 0, n),
+                                                     (1, 1, HEADDIM, BLOCK_N),
+                                                     padding_mode=zero), (HEADDIM, BLOCK_N))
+                            G_u = split_mma(B_jn, ct.transpose(G_n), G_u)
+                        u = G_u * to_e + u
             cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
             for i in range(j, blocks_per_chunk):
                 row_block = c * blocks_per_chunk + i
@@ -284,6 +342,23 @@ def bwd_chunk_float32_kernel(
                                   (HEADDIM, BLOCK_N))
                 dB_jn = split_mma(x_j, dh_n, ct.zeros((BLOCK_M, BLOCK_N), dtype=ct.float32))
                 dB_jn = dB_jn * to_end
+                if HAS_VARLEN:
+                    first_k = ct.reshape(ct.load(chunk_sequences, (c,), (1,)), ())
+                    end_k = ct.reshape(ct.load(chunk_sequences, (c + 1,), (1,)), ())
+                    for k in range(first_k, end_k):
+                        start = ct.reshape(ct.load(cu_seqlens, (k,), (1,)).astype(ct.int32), ())
+                        last = ct.reshape(ct.load(cu_seqlens, (k + 1,), (1,)).astype(ct.int32),
+                                          ()) - 1
+                        if ((start < col_block * BLOCK_M + BLOCK_M)
+                                & (last >= col_block * BLOCK_M)):
+                            to_e = _to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
+                                                    last, CHUNK_SIZE, BLOCK_M)
+                            G_n = ct.reshape(ct.load(dvarlen_states, (k, h, 0, n),
+                                                     (1, 1, HEADDIM, BLOCK_N),
+                                                     padding_mode=zero), (HEADDIM, BLOCK_N))
+                            G_x = split_mma(x_j, G_n, ct.zeros((BLOCK_M, BLOCK_N),
+                                                                dtype=ct.float32))
+                            dB_jn = G_x * to_e + dB_jn
                 for i in range(j, blocks_per_chunk):
                     row_block = c * blocks_per_chunk + i
                     if row_block * BLOCK_M < seqlen:
@@ -350,6 +425,19 @@ def bwd_chunk_float32_kernel(
 
 
 @ct.function
+def _to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start, last, CHUNK_SIZE, BLOCK_M):
+    """``(BLOCK_M, 1)``: ``exp(dA_e - dA_j)`` for the rows of row block ``col_block`` (in
+    ``BLOCK_M`` units of seqlen, in chunk ``c``) that belong to the sequence of tokens
+    ``start`` to ``last`` (= e, in the chunk), 0 elsewhere; ``dA_j`` (log2 units) a column."""
+    dA_e = ct.reshape(ct.load(dA_cumsum, (b, h, c, last - c * CHUNK_SIZE), (1, 1, 1, 1)),
+                      (1, 1)) * LOG2E
+    tokens = col_block * BLOCK_M + ct.reshape(ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
+    # Clamped: rows after e would overflow, and are masked anyway.
+    to_e = ct.exp2(ct.minimum(dA_e - dA_j, 0.0, propagate_nan=True), flush_to_zero=True)
+    return ct.where((tokens >= start) & (tokens <= last), to_e, 0.0)
+
+
+@ct.function
 def _decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M):
     """``(BLOCK_M, BLOCK_M)``: ``exp(dA_i - dA_j)`` at (j, i) for row block ``i``, ``dA_j``
     (log2 units) a column; clamped to 1 above the diagonal, where it is masked anyway."""
@@ -369,12 +457,23 @@ def bwd_chunk_tiles(dtype, chunk_size, dstate):
     return min(64, chunk_size), None
 
 
-def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, seq_idx=None):
+def chunk_sequences(cu_seqlens, chunk_size, nchunks):
+    """(nchunks + 1,) int32: sequences ``chunk_sequences[c]`` to ``chunk_sequences[c + 1] - 1``
+    end in chunk ``c`` (their last token ``cu_seqlens[k + 1] - 1`` lies in it)."""
+    last_chunk = (cu_seqlens[1:] - 1) // chunk_size
+    bounds = torch.arange(nchunks + 1, device=cu_seqlens.device)
+    return torch.searchsorted(last_chunk.contiguous(), bounds).int()
+
+
+def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, seq_idx=None,
+                     dvarlen_states=None, cu_seqlens=None):
     """Allocate the outputs and plan the launch; returns
     ``(KernelLaunch, (dx, ddt, dB, dC))``, all float32: ``dx`` (b, l, h, p) without the skip's
     ``D dy``; ``ddt`` (b, h, c, s) in the chunk layout of ``dt``, zero past seqlen; ``dB``,
     ``dC`` (b, l, h, n) per head. ``seq_idx`` (b, l) int32: packed sequences (module doc), with
-    ``chunk_states`` and ``dstates`` those of the same packing."""
+    ``chunk_states`` and ``dstates`` those of the same packing. ``dvarlen_states``
+    (num_sequences, h, p, n) float32 with ``cu_seqlens`` (batch 1): the gradient of each
+    sequence's last state, its in-chunk part (module doc)."""
     batch, seqlen, nheads, headdim = x.shape
     dstate = B.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
@@ -386,17 +485,23 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, seq_idx=
     grid = (batch * nchunks, nheads, 1)
     outputs = (dx, ddt, dB, dC)
     block_m, block_n = bwd_chunk_tiles(x.dtype, chunk_size, dstate)
+    varlen = dvarlen_states is not None
     args = (x, dt, dA_cumsum, B, C, chunk_states, dstates, dy,
-            seq_placeholder(x) if seq_idx is None else seq_idx, *outputs, chunk_size, block_m)
+            seq_placeholder(x) if seq_idx is None else seq_idx,
+            dvarlen_states if varlen else placeholder(dA_cumsum),
+            cu_seqlens if varlen else seq_placeholder(x),
+            chunk_sequences(cu_seqlens, chunk_size, nchunks) if varlen else seq_placeholder(x),
+            *outputs, chunk_size, block_m)
     if block_n is None:
-        args += (next_power_of_2(headdim), next_power_of_2(dstate), seq_idx is not None)
+        args += (next_power_of_2(headdim), next_power_of_2(dstate), seq_idx is not None, varlen)
         return KernelLaunch(grid, bwd_chunk_kernel, args), outputs
-    args += (block_n, next_power_of_2(headdim), seq_idx is not None)
+    args += (block_n, next_power_of_2(headdim), seq_idx is not None, varlen)
     return KernelLaunch(grid, bwd_chunk_float32_kernel, args), outputs
 
-def bwd_chunk(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, seq_idx=None):
+def bwd_chunk(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, seq_idx=None,
+              dvarlen_states=None, cu_seqlens=None):
     """Run the per-chunk gradients; returns ``(dx, ddt, dB, dC)`` (see the launcher)."""
     launch, outputs = bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy,
-                                       seq_idx)
+                                       seq_idx, dvarlen_states, cu_seqlens)
     launch.run()
     return outputs

@@ -27,12 +27,17 @@ rows send their ``dy`` back into it; the entering state survives the jump only i
 last token is of its sequence, so only then does ``dh_{c+1}`` flow back into ``dh_c``. No
 gradient crosses a boundary, and ``dinitial_states`` is zero for a row whose ``seq_idx`` does not
 start at 0. Without ``seq_idx`` the masks are not compiled at all.
+
+``dchunk_states_direct`` (``HAS_DIRECT``): a gradient reaching the state entering a chunk from
+elsewhere (each packed sequence's last state reads the state entering its last chunk, see
+:mod:`mamba2_tile.kernels.bwd_chunk`), added to ``dh_c`` before the walk goes on.
 """
 
 import torch
 
 from mamba2_tile.kernels.exp2 import LOG2E
-from mamba2_tile.kernels.launching import KernelLaunch, cdiv, next_power_of_2, seq_placeholder
+from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, next_power_of_2, placeholder,
+                                           seq_placeholder)
 from mamba2_tile.kernels.packing import last_seq, rows_seq, seq_before
 from mamba2_tile.kernels.split_tf32 import split_mma
 from mamba2_tile.tile import ct
@@ -42,11 +47,13 @@ from mamba2_tile.tile import ct
 def bwd_state_pass_kernel(
     dy, C, dA_cumsum, dfinal_states,   # (b, l, h, p) f32, (b, l, g, n), (b, h, c, s), (b, h, p, n)
     seq_idx,                           # (b, l) int32: packed sequences
+    dchunk_states_direct,              # (b, h, c, p, n) f32: more gradient of each entering state
     dstates, dinitial_states,          # out: (b, h, c, p, n) f32, (b, h, p, n) f32
     CHUNK_SIZE: ct.Constant[int],
     BLOCK_P: ct.Constant[int],
     BLOCK_N: ct.Constant[int],
     HAS_SEQ_IDX: ct.Constant[bool],    # no gradient across a seq_idx change
+    HAS_DIRECT: ct.Constant[bool],     # add dchunk_states_direct
 ):
     nheads = dy.shape[2]
     b = ct.bid(0) // nheads
@@ -84,7 +91,13 @@ def bwd_state_pass_kernel(
             chunk_decay = ct.where(last_seq(seq_c) == seq_enter, chunk_decay, 0.0)
         # Rounded to the dtype of C for the mma (tensor cores for 16-bit inputs), as the forward.
         dy_read = (dy_c * read_out).astype(C.dtype)
-        dstate = split_mma(ct.transpose(dy_read), C_c, dstate * chunk_decay)
+        carried = dstate * chunk_decay
+        if HAS_DIRECT:
+            # Into the mma's accumulator (tileiras' sm_90 pipeliner rejects the same sum after it).
+            direct = ct.load(dchunk_states_direct, (b, h, c, p_tile, n_tile),
+                             (1, 1, 1, BLOCK_P, BLOCK_N), padding_mode=zero)
+            carried = carried + ct.reshape(direct, (BLOCK_P, BLOCK_N))
+        dstate = split_mma(ct.transpose(dy_read), C_c, carried)
     ct.store(dinitial_states, (b, h, p_tile, n_tile),
              ct.reshape(dstate, (1, 1, BLOCK_P, BLOCK_N)))
 
@@ -98,11 +111,13 @@ def bwd_state_pass_tiles(headdim, dstate, dtype):
     return min(next_power_of_2(headdim), 64), min(next_power_of_2(dstate), block_n)
 
 
-def bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states, seq_idx=None):
+def bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states, seq_idx=None,
+                          dchunk_states_direct=None):
     """Allocate the outputs and plan the launch; returns
     ``(KernelLaunch, (dstates, dinitial_states))``, both float32: ``dstates`` (b, h, c, p, n)
     the gradient of the state leaving each chunk, ``dinitial_states`` (b, h, p, n).
-    ``seq_idx`` (b, l) int32: packed sequences (module doc)."""
+    ``seq_idx`` (b, l) int32: packed sequences; ``dchunk_states_direct`` (b, h, c, p, n)
+    float32: more gradient of the state entering each chunk (module doc)."""
     batch, _, nheads, headdim = dy.shape
     dstate = C.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
@@ -113,13 +128,16 @@ def bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states, seq_idx=None):
     block_p, block_n = bwd_state_pass_tiles(headdim, dstate, C.dtype)
     grid = (batch * nheads, cdiv(headdim, block_p), cdiv(dstate, block_n))
     args = (dy, C, dA_cumsum, dfinal_states,
-            seq_placeholder(dy) if seq_idx is None else seq_idx, dstates, dinitial_states,
-            chunk_size, block_p, block_n, seq_idx is not None)
+            seq_placeholder(dy) if seq_idx is None else seq_idx,
+            placeholder(dstates) if dchunk_states_direct is None else dchunk_states_direct,
+            dstates, dinitial_states,
+            chunk_size, block_p, block_n, seq_idx is not None, dchunk_states_direct is not None)
     return KernelLaunch(grid, bwd_state_pass_kernel, args), (dstates, dinitial_states)
 
 
-def bwd_state_pass(dy, C, dA_cumsum, dfinal_states, seq_idx=None):
+def bwd_state_pass(dy, C, dA_cumsum, dfinal_states, seq_idx=None, dchunk_states_direct=None):
     """Run the backward state pass; returns ``(dstates, dinitial_states)``."""
-    launch, outputs = bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states, seq_idx)
+    launch, outputs = bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states, seq_idx,
+                                            dchunk_states_direct)
     launch.run()
     return outputs

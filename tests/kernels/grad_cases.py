@@ -13,10 +13,11 @@ FLOAT32_TOLERANCE = 2e-4
 
 
 def recurrence(x, dt, A, B, C, D=None, z=None, dt_bias=None, initial_states=None,
-               dt_softplus=False, dt_limit=(0.0, float("inf")), seq_idx=None):
-    """``(y, final_states)`` of the SSD recurrence, one token at a time (float64, autograd);
-    with ``seq_idx`` the state is reset to zero where it changes, ``initial_states`` belonging
-    to sequence 0 (mamba_ssm's rule)."""
+               dt_softplus=False, dt_limit=(0.0, float("inf")), seq_idx=None, last_tokens=()):
+    """``(y, final_states, varlen_states)`` of the SSD recurrence, one token at a time (float64,
+    autograd); with ``seq_idx`` the state is reset to zero where it changes, ``initial_states``
+    belonging to sequence 0 (mamba_ssm's rule). ``varlen_states`` (len(last_tokens), h, p, n):
+    row 0's state after each token of ``last_tokens``."""
     batch, seqlen, nheads, headdim = x.shape
     heads_per_group = nheads // B.shape[2]
     B = B.repeat_interleave(heads_per_group, dim=2)
@@ -28,7 +29,7 @@ def recurrence(x, dt, A, B, C, D=None, z=None, dt_bias=None, initial_states=None
     dt = dt.clamp(*dt_limit)
     state = (x.new_zeros(batch, nheads, headdim, B.shape[3]) if initial_states is None
              else initial_states)
-    ys = []
+    ys, kept = [], {}
     for t in range(seqlen):
         decay = torch.exp(dt[:, t] * A)[:, :, None, None]
         if seq_idx is not None:
@@ -36,38 +37,51 @@ def recurrence(x, dt, A, B, C, D=None, z=None, dt_bias=None, initial_states=None
             decay = decay * (seq_idx[:, t] == previous).to(decay.dtype)[:, None, None, None]
         state = decay * state + (dt[:, t, :, None] * x[:, t])[..., None] * B[:, t, :, None, :]
         ys.append(torch.einsum("bhpn,bhn->bhp", state, C[:, t]))
+        kept[t] = state[0]
     y = torch.stack(ys, dim=1)
     if D is not None:
         y = y + x * (D[:, None] if D.dim() == 1 else D)
     if z is not None:
         y = y * F.silu(z)
-    return y, state
+    varlen_states = torch.stack([kept[t] for t in last_tokens]) if last_tokens else None
+    return y, state, varlen_states
 
 
-def gradients(case, chunk_size, with_final=True, seed=1, device="cpu", seq_idx=None):
+def gradients(case, chunk_size, with_final=True, seed=1, device="cpu", seq_idx=None,
+              cu_seqlens=None):
     """Gradients of one random loss, from the kernels and from the float64 recurrence;
-    ``seq_idx`` (batch, seqlen) int32 (moved to ``device``), or None."""
+    ``seq_idx`` (batch, seqlen) int32 (moved to ``device``), or None; with ``cu_seqlens`` the
+    loss weighs each sequence's last state (``return_varlen_states``) too."""
     t = make_case(case, device)
     generator = torch.Generator().manual_seed(seed)
     out_y = torch.randn(t["x"].shape, generator=generator, dtype=torch.float64).to(device)
     out_final = torch.randn(case.batch, case.nheads, case.headdim, case.dstate,
                             generator=generator, dtype=torch.float64).to(device)
 
-    def loss(y, final_states):
+    sequences = 0 if cu_seqlens is None else len(cu_seqlens) - 1
+    out_varlen = torch.randn(sequences, case.nheads, case.headdim, case.dstate,
+                             generator=generator, dtype=torch.float64).to(device)
+
+    def loss(y, final_states, varlen_states=None):
         value = (y.double() * out_y).sum()
+        if varlen_states is not None:
+            value = value + (varlen_states.double() * out_varlen).sum()
         return value + (final_states.double() * out_final).sum() if with_final else value
 
     leaves = {k: v.clone().requires_grad_() for k, v in t.items()}
     if seq_idx is not None:
         seq_idx = seq_idx.to(device)
     packing = {} if seq_idx is None else dict(seq_idx=seq_idx)
-    y, final_states = mamba_chunk_scan_combined(chunk_size=chunk_size, return_final_states=True,
-                                                **leaves, **api_kwargs(case), **packing)
-    loss(y, final_states).backward()
+    if cu_seqlens is not None:
+        packing.update(cu_seqlens=cu_seqlens.to(device), return_varlen_states=True)
+    loss(*mamba_chunk_scan_combined(chunk_size=chunk_size, return_final_states=True, **leaves,
+                                    **api_kwargs(case), **packing)).backward()
     ours = {k: v.grad for k, v in leaves.items()}
 
     ref_leaves = {k: v.detach().double().requires_grad_() for k, v in t.items()}
-    loss(*recurrence(**ref_leaves, **api_kwargs(case), seq_idx=seq_idx)).backward()
+    last_tokens = () if cu_seqlens is None else (cu_seqlens[1:] - 1).tolist()
+    loss(*recurrence(**ref_leaves, **api_kwargs(case), seq_idx=seq_idx,
+                     last_tokens=last_tokens)).backward()
     return ours, {k: v.grad for k, v in ref_leaves.items()}, t
 
 

@@ -11,7 +11,7 @@ gradient's largest entry.
 import pytest
 import torch
 
-from grad_cases import check
+from grad_cases import check, gradients
 from mamba2_tile.api import mamba_chunk_scan_combined
 from ssd_cases import Case, make_case
 
@@ -63,14 +63,6 @@ def test_no_grad_path_unchanged():
     with torch.no_grad():
         x = t["x"].clone().requires_grad_()
         assert mamba_chunk_scan_combined(**{**t, "x": x}, chunk_size=64).grad_fn is None
-
-
-def test_varlen_states_backward_refused_by_name():
-    t = make_case(Case(seqlen=70, seed=9))
-    x = t["x"].clone().requires_grad_()
-    with pytest.raises(NotImplementedError, match="return_varlen_states"):
-        mamba_chunk_scan_combined(**{**t, "x": x}, chunk_size=64, return_varlen_states=True,
-                                  cu_seqlens=torch.tensor([0, 70]))
 
 
 def packed(*rows):
@@ -171,3 +163,50 @@ def test_bfloat16_smoke():
                 z=True, initial_states=True, seed=10)
     # bfloat16 inputs, float32 kernels: the error is the inputs' rounding in the forward.
     check(case, tolerance=5e-2)
+
+
+def cu_seqlens_of(lengths):
+    return torch.tensor([0] + torch.tensor(lengths).cumsum(0).tolist())
+
+
+# return_varlen_states: each sequence's last state in the loss too. Sequences ending at a
+# chunk's last token and inside chunks, of length 1, spanning chunks, the partial last chunk.
+VARLEN_PACKS = {
+    "ones-and-boundaries-in-chunks": [1, 30, 1, 50, 1, 20, 70],
+    "ends-at-chunk-ends": [64, 1, 63, 100, 5],
+    "long-then-ones": [150, 1, 1, 1],
+}
+
+
+@pytest.mark.parametrize("name", VARLEN_PACKS)
+def test_varlen_states_gradients(name):
+    lengths = VARLEN_PACKS[name]
+    check(Case(seqlen=sum(lengths), nheads=2, headdim=8, dstate=8, D="head", z=True,
+               initial_states=True, seed=17), seq_idx=packed(lengths),
+          cu_seqlens=cu_seqlens_of(lengths))
+
+
+def test_varlen_states_gradients_long_chunk_groups():
+    # chunk 128: sequence ends in both row blocks of a chunk; two heads per group.
+    lengths = [40, 50, 70, 1, 9, 3]
+    check(Case(seqlen=sum(lengths), nheads=4, headdim=8, ngroups=2, dstate=16, D="channel",
+               dt_bias=True, dt_softplus=True, initial_states=True, seed=18), chunk_size=128,
+          seq_idx=packed(lengths), cu_seqlens=cu_seqlens_of(lengths))
+
+
+def test_varlen_states_gradients_one_sequence_without_seq_idx():
+    check(Case(seqlen=100, nheads=2, headdim=8, dstate=8, initial_states=True, seed=19),
+          cu_seqlens=torch.tensor([0, 100]))
+
+
+def test_varlen_states_gradients_pack_not_starting_at_sequence_0():
+    # seq_idx starts at 1: initial_states belong to no sequence of the pack (zero gradient).
+    lengths = [70, 10, 20]
+    seq_idx = packed((1, lengths))
+    ours, expected, _ = gradients(Case(seqlen=100, nheads=2, headdim=8, dstate=8,
+                                       initial_states=True, seed=20),
+                                  64, seq_idx=seq_idx, cu_seqlens=cu_seqlens_of(lengths))
+    assert torch.equal(ours["initial_states"], torch.zeros_like(ours["initial_states"]))
+    for name, grad in ours.items():
+        scale = expected[name].abs().max().item()
+        assert (grad.double() - expected[name]).abs().max().item() <= 2e-4 * max(scale, 1e-6)
