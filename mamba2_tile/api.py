@@ -297,9 +297,8 @@ def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bia
         dt_limit: ``(min, max)`` clamp applied to ``dt`` last: two real numbers (NumPy
             scalars too), ``min <= max``.
         return_final_states: also return the state after the last token (a bool).
-        return_varlen_states: also return the state after each sequence's last token (a bool).
-            It has no backward pass yet: with a tensor requiring a gradient it raises
-            ``NotImplementedError``.
+        return_varlen_states: also return the state after each sequence's last token (a bool);
+            differentiable like ``final_states``.
 
     The values of ``seq_idx`` and ``cu_seqlens`` are checked on their device, which costs one
     synchronisation (skipped while a CUDA graph is captured: see :func:`_check_packing_values`).

@@ -37,10 +37,7 @@ scan and in the convolution (a token never sees the previous sequence's last inp
 sequence, as in mamba_ssm.
 
 Training: the scan's backward kernels (:mod:`mamba2_tile.autograd`) give every parameter its
-gradient, packed calls (``seq_idx``) included. Only a packed prefill filling one cache row per
-sequence (``cu_seqlens`` with ``inference_params``: the scan's ``return_varlen_states``, which has
-no backward pass yet) runs outside autograd, and a backward through its output raises rather
-than leaving the SSM's gradients silently out.
+gradient, packed calls (``seq_idx``, ``cu_seqlens``) included.
 
 Generation, as mamba_ssm's ``inference_params``: ``forward(u, inference_params=params)`` with
 ``params.seqlen_offset == 0`` (the prefill) runs the whole prompt and writes the layer's cache
@@ -282,18 +279,14 @@ class Mamba2(nn.Module):
         z0, x0, z, xBC, dt = self._split(self.in_proj(u))
         x, B, C = self._split_xBC(self.causal_conv(xBC, seq_idx))
         caching = inference_params is not None
-        # The scan has no backward for return_varlen_states: such a call runs outside autograd
-        # and _no_silent_gradient below makes a backward through it raise.
-        varlen = caching and cu_seqlens is not None
-        with torch.set_grad_enabled(torch.is_grad_enabled() and not varlen):
-            results = (self.chunk_scan or mamba_chunk_scan_combined)(
-                x.unflatten(-1, (self.nheads, self.headdim)), dt, self._A(),
-                B.unflatten(-1, (self.ngroups, self.d_state)),
-                C.unflatten(-1, (self.ngroups, self.d_state)),
-                self.chunk_size, D=self._D(), z=None if self.rmsnorm else self._heads(z),
-                dt_bias=self.dt_bias, seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_softplus=True,
-                dt_limit=self.dt_limit, return_final_states=caching,
-                return_varlen_states=varlen)
+        results = (self.chunk_scan or mamba_chunk_scan_combined)(
+            x.unflatten(-1, (self.nheads, self.headdim)), dt, self._A(),
+            B.unflatten(-1, (self.ngroups, self.d_state)),
+            C.unflatten(-1, (self.ngroups, self.d_state)),
+            self.chunk_size, D=self._D(), z=None if self.rmsnorm else self._heads(z),
+            dt_bias=self.dt_bias, seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_softplus=True,
+            dt_limit=self.dt_limit, return_final_states=caching,
+            return_varlen_states=caching and cu_seqlens is not None)
         if caching:
             # written only now, after every check of the scan has passed
             y, final_states, *varlen_states = results
@@ -301,8 +294,7 @@ class Mamba2(nn.Module):
             conv_state.copy_(self._conv_window(xBC, seq_idx, cu_seqlens))
         else:
             y = results
-        y = _no_silent_gradient(y, "mamba_chunk_scan_combined with return_varlen_states (a "
-                                "packed prefill with cu_seqlens)", x, dt, B, C, z, self.A_log,
+        y = _no_silent_gradient(y, "mamba_chunk_scan_combined", x, dt, B, C, z, self.A_log,
                                 self.D, self.dt_bias)
         return self._output(y.flatten(-2), z, z0, x0)
 

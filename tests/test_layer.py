@@ -256,17 +256,24 @@ def test_packed_backward_matches_autograd_through_a_float64_recurrence(name, mon
         assert_close(ours[parameter], grad, TOL, f"{name} packed: d {parameter}")
 
 
-def test_packed_prefill_with_cu_seqlens_backward_raises_rather_than_leaving_gradients_out():
-    """A packed prefill filling one cache row per sequence needs the scan's varlen states,
-    which have no backward pass yet: the forward runs, a backward through it raises, where
-    gradients would otherwise silently skip the SSM."""
+def test_packed_prefill_with_cu_seqlens_has_the_gradients_of_the_plain_packed_call():
+    """A packed prefill filling one cache row per sequence (the scan's return_varlen_states)
+    trains too: its output's gradients are those of the same call without the cache."""
     layer = make_layer(**CONFIGS["plain"])
+    u = inputs(1, 70, layer.d_model)
     seq_idx = torch.tensor([[0] * 30 + [1] * 40], dtype=torch.int32)
     cu_seqlens = torch.tensor([0, 30, 70], dtype=torch.int32)
-    out = layer(inputs(1, 70, layer.d_model), seq_idx=seq_idx, cu_seqlens=cu_seqlens,
-                inference_params=InferenceParams(max_seqlen=70, max_batch_size=2))
-    with pytest.raises(RuntimeError, match="return_varlen_states"):
-        out.square().sum().backward()
+
+    def gradients(**cache):
+        layer.zero_grad()
+        layer(u, seq_idx=seq_idx, **cache).square().sum().backward()
+        return {n: p.grad.clone() for n, p in layer.named_parameters()}
+
+    plain = gradients()
+    cached = gradients(cu_seqlens=cu_seqlens,
+                       inference_params=InferenceParams(max_seqlen=70, max_batch_size=2))
+    for parameter, grad in plain.items():
+        torch.testing.assert_close(cached[parameter], grad, msg=f"d {parameter}")
 
 
 def test_the_scan_gets_views_of_the_projections(monkeypatch):
