@@ -210,3 +210,12 @@ def test_varlen_states_gradients_pack_not_starting_at_sequence_0():
     for name, grad in ours.items():
         scale = expected[name].abs().max().item()
         assert (grad.double() - expected[name]).abs().max().item() <= 2e-4 * max(scale, 1e-6)
+
+
+def test_varlen_states_gradients_padded_tiles_batch_of_one_token_sequences():
+    # headdim 6 and dstate 12 pad to 8 and 16; three heads in one group; every sequence but
+    # the last is one token, so chunk 0 ends 64 sequences.
+    lengths = [1] * 64 + [30]
+    check(Case(seqlen=sum(lengths), nheads=3, headdim=6, dstate=12, D="channel", z=True,
+               initial_states=True, seed=21), seq_idx=packed(lengths),
+          cu_seqlens=cu_seqlens_of(lengths))
