@@ -219,7 +219,7 @@ def scan_recurrence_float64(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=
     state = x.new_zeros(x.shape[0], x.shape[2], x.shape[3], B.shape[3])
     ys = []
     for t in range(x.shape[1]):
-        keep = torch.ones(x.shape[0], dtype=torch.float64) if seq_idx is None or t == 0 else \
+        keep = x.new_ones(x.shape[0]) if seq_idx is None or t == 0 else \
             (seq_idx[:, t] == seq_idx[:, t - 1]).double()
         decay = torch.exp(dt[:, t] * A) * keep[:, None]
         state = (decay[..., None, None] * state

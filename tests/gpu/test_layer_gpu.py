@@ -18,7 +18,9 @@ import torch
 from mamba2_tile import dispatch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_layer import generate, inputs, make_layer, reference_layer  # noqa: E402
+import mamba2_tile.layer  # noqa: E402
+from test_layer import (generate, inputs, make_layer, reference_layer,  # noqa: E402
+                        scan_recurrence_float64)
 from mamba2_tile.layer import InferenceParams  # noqa: E402
 from mamba2_tile.tolerances import GPU_TOLERANCES, assert_close, relative_errors  # noqa: E402
 
@@ -84,6 +86,32 @@ def test_packed_prefill_matches_float64(dtype):
         _, conv_ref, state_ref = reference_layer(layer, u[:, start:end])
         assert_close(ssm_state[i], state_ref[0], tol, f"ssm_state of sequence {i}")
         assert_close(conv_state[i], conv_ref[0], tol, f"conv_state of sequence {i}")
+
+
+@pytest.mark.parametrize("chunk_size", [64, 128, 256])
+def test_packed_backward_matches_float64_recurrence(chunk_size, monkeypatch):
+    """Training on packed sequences: every parameter's gradient and the input's (float32,
+    sequences of 1 to 300 tokens over chunk boundaries), against the same layer with the scan
+    a float64 recurrence reset where seq_idx changes."""
+    layer = gpu_layer("options", torch.float32, chunk_size)
+    lengths = [1, 70, 3, 300, 1, 60]
+    u = inputs(1, sum(lengths), layer.d_model, seed=4).cuda().requires_grad_()
+    seq_idx = torch.repeat_interleave(torch.arange(len(lengths), dtype=torch.int32),
+                                      torch.tensor(lengths))[None].cuda()
+    target = torch.randn(u.shape, generator=torch.Generator().manual_seed(5)).cuda()
+
+    def gradients():
+        layer.zero_grad()
+        u.grad = None
+        (layer(u, seq_idx=seq_idx) * target).sum().backward()
+        return {"u": u.grad.clone(), **{n: p.grad.clone() for n, p in layer.named_parameters()}}
+
+    ours = gradients()
+    monkeypatch.setattr(mamba2_tile.layer, "mamba_chunk_scan_combined", scan_recurrence_float64)
+    expected = gradients()
+    for parameter, grad in expected.items():
+        # float32 on the GPU: the kernels' exp2 is the hardware's approximate one.
+        assert_close(ours[parameter], grad, 1e-3, f"packed chunk {chunk_size}: d {parameter}")
 
 
 # --- against mamba_ssm's Mamba2 ---------------------------------------------------------------
