@@ -188,11 +188,18 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
     if dvarlen_states is not None:
         varlen = _varlen_parts(x, B, dt_chunks, dA_cumsum, chunk_states, seq_idx, cu_seqlens,
                                dvarlen_states.float())
-    dstates, dinitial_states = bwd_state_pass(dy, C, dA_cumsum, dfinal_states.float(), seq_idx,
-                                              None if varlen is None else varlen["direct"])
-    dx, ddt_chunks, dB_heads, dC_heads = bwd_chunk(
-        x, dt_chunks, dA_cumsum, B, C, chunk_states, dstates, dy, seq_idx,
-        None if varlen is None else varlen["G"], cu_seqlens)
+    # Packing arguments only when packed: an unpacked call keeps bwd_state_pass's four-argument
+    # form, the one notebook 12 swaps a learner's kernel into.
+    state_packing, chunk_packing = {}, {}
+    if seq_idx is not None:
+        state_packing["seq_idx"] = chunk_packing["seq_idx"] = seq_idx
+    if varlen is not None:
+        state_packing["dchunk_states_direct"] = varlen["direct"]
+        chunk_packing.update(dvarlen_states=varlen["G"], cu_seqlens=cu_seqlens)
+    dstates, dinitial_states = bwd_state_pass(dy, C, dA_cumsum, dfinal_states.float(),
+                                              **state_packing)
+    dx, ddt_chunks, dB_heads, dC_heads = bwd_chunk(x, dt_chunks, dA_cumsum, B, C, chunk_states,
+                                                   dstates, dy, **chunk_packing)
     if D is not None:
         dx = dx + dy * D_full
     dB = dB_heads.view(batch, seqlen, ngroups, nheads // ngroups, dstate).sum(3)

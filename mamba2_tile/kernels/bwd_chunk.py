@@ -121,8 +121,6 @@ def bwd_chunk_kernel(
             u = u * to_end
             dB_j = ct.mma(x_j, dh, ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32)) * to_end
             if HAS_VARLEN:
-                tokens = col_block * BLOCK_M + ct.reshape(ct.arange(BLOCK_M, dtype=ct.int32),
-                                                          (BLOCK_M, 1))
                 first_k = ct.reshape(ct.load(chunk_sequences, (c,), (1,)), ())
                 end_k = ct.reshape(ct.load(chunk_sequences, (c + 1,), (1,)), ())
                 for k in range(first_k, end_k):
@@ -130,12 +128,8 @@ def bwd_chunk_kernel(
                     last = ct.reshape(ct.load(cu_seqlens, (k + 1,), (1,)).astype(ct.int32),
                                       ()) - 1
                     if (start < col_block * BLOCK_M + BLOCK_M) & (last >= col_block * BLOCK_M):
-                        dA_e = ct.reshape(ct.load(dA_cumsum, (b, h, c, last - c * CHUNK_SIZE),
-                                                  (1, 1, 1, 1)), (1, 1)) * LOG2E
-                        # Clamped: rows after e would overflow, and are masked anyway.
-                        to_e = ct.exp2(ct.minimum(dA_e - dA_j, 0.0, propagate_nan=True),
-                                       flush_to_zero=True)
-                        to_e = ct.where((tokens >= start) & (tokens <= last), to_e, 0.0)
+                        to_e = _to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
+                                                last, CHUNK_SIZE, BLOCK_M)
                         G = ct.load(dvarlen_states, (k, h, 0, 0), (1, 1, HEADDIM, DSTATE),
                                     padding_mode=zero)
                         G = ct.reshape(G, (HEADDIM, DSTATE)).astype(mma_dtype)
@@ -281,20 +275,26 @@ def bwd_chunk_float32_kernel(
                 to_end = ct.where(seq_j == seq_leave, to_end, 0.0)
             u = u * to_end
             if HAS_VARLEN:
-                # Each sequence k ending in this chunk: u_j += exp(dA_e - dA_j) G_k B_j.
+                # The sequences ending in this chunk (bwd_chunk_kernel, module doc).
                 first_k = ct.reshape(ct.load(chunk_sequences, (c,), (1,)), ())
                 end_k = ct.reshape(ct.load(chunk_sequences, (c + 1,), (1,)), ())
                 for k in range(first_k, end_k):
-                    to_e = _to_sequence_end(dA_cumsum, cu_seqlens, b, h, c, k, col_block, dA_j,
-                                            BLOCK_M, CHUNK_SIZE)
-                    for n in range(n_blocks):
-                        B_jn = ct.reshape(ct.load(B, (b, col_block, g, n),
-                                                  (1, BLOCK_M, 1, BLOCK_N), padding_mode=zero),
-                                          (BLOCK_M, BLOCK_N))
-                        G_n = ct.reshape(ct.load(dvarlen_states, (k, h, 0, n),
-                                                 (1, 1, HEADDIM, BLOCK_N), padding_mode=zero),
-                                         (HEADDIM, BLOCK_N))
-                        u = split_mma(B_jn * to_e, ct.transpose(G_n), u)
+                    start = ct.reshape(ct.load(cu_seqlens, (k,), (1,)).astype(ct.int32), ())
+                    last = ct.reshape(ct.load(cu_seqlens, (k + 1,), (1,)).astype(ct.int32),
+                                      ()) - 1
+                    if (start < col_block * BLOCK_M + BLOCK_M) & (last >= col_block * BLOCK_M):
+                        to_e = _to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
+                                                last, CHUNK_SIZE, BLOCK_M)
+                        G_u = ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)
+                        for n in range(n_blocks):
+                            B_jn = ct.reshape(ct.load(B, (b, col_block, g, n),
+                                                      (1, BLOCK_M, 1, BLOCK_N),
+                                                      padding_mode=zero), (BLOCK_M, BLOCK_N))
+                            G_n = ct.reshape(ct.load(dvarlen_states, (k, h, 0, n),
+                                                     (1, 1, HEADDIM, BLOCK_N),
+                                                     padding_mode=zero), (HEADDIM, BLOCK_N))
+                            G_u = split_mma(B_jn, ct.transpose(G_n), G_u)
+                        u = G_u * to_e + u
             cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
             for i in range(j, blocks_per_chunk):
                 row_block = c * blocks_per_chunk + i
@@ -343,16 +343,22 @@ def bwd_chunk_float32_kernel(
                 dB_jn = split_mma(x_j, dh_n, ct.zeros((BLOCK_M, BLOCK_N), dtype=ct.float32))
                 dB_jn = dB_jn * to_end
                 if HAS_VARLEN:
-                    # dB_j += exp(dA_e - dA_j) x_jᵀ G_k for each sequence k ending here.
                     first_k = ct.reshape(ct.load(chunk_sequences, (c,), (1,)), ())
                     end_k = ct.reshape(ct.load(chunk_sequences, (c + 1,), (1,)), ())
                     for k in range(first_k, end_k):
-                        to_e = _to_sequence_end(dA_cumsum, cu_seqlens, b, h, c, k, col_block,
-                                                dA_j, BLOCK_M, CHUNK_SIZE)
-                        G_n = ct.reshape(ct.load(dvarlen_states, (k, h, 0, n),
-                                                 (1, 1, HEADDIM, BLOCK_N), padding_mode=zero),
-                                         (HEADDIM, BLOCK_N))
-                        dB_jn = split_mma(x_j * to_e, G_n, dB_jn)
+                        start = ct.reshape(ct.load(cu_seqlens, (k,), (1,)).astype(ct.int32), ())
+                        last = ct.reshape(ct.load(cu_seqlens, (k + 1,), (1,)).astype(ct.int32),
+                                          ()) - 1
+                        if ((start < col_block * BLOCK_M + BLOCK_M)
+                                & (last >= col_block * BLOCK_M)):
+                            to_e = _to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
+                                                    last, CHUNK_SIZE, BLOCK_M)
+                            G_n = ct.reshape(ct.load(dvarlen_states, (k, h, 0, n),
+                                                     (1, 1, HEADDIM, BLOCK_N),
+                                                     padding_mode=zero), (HEADDIM, BLOCK_N))
+                            G_x = split_mma(x_j, G_n, ct.zeros((BLOCK_M, BLOCK_N),
+                                                                dtype=ct.float32))
+                            dB_jn = G_x * to_e + dB_jn
                 for i in range(j, blocks_per_chunk):
                     row_block = c * blocks_per_chunk + i
                     if row_block * BLOCK_M < seqlen:
@@ -419,15 +425,14 @@ def bwd_chunk_float32_kernel(
 
 
 @ct.function
-def _to_sequence_end(dA_cumsum, cu_seqlens, b, h, c, k, col_block, dA_j, BLOCK_M, CHUNK_SIZE):
-    """``(BLOCK_M, 1)``: ``exp(dA_e - dA_j)`` for the tokens j of row block ``col_block`` that
-    belong to packed sequence ``k`` (its last token e in chunk ``c``), 0 for the others; clamped
-    to 1 past e, where it is masked anyway."""
-    start = ct.reshape(ct.load(cu_seqlens, (k,), (1,)).astype(ct.int32), ())
-    last = ct.reshape(ct.load(cu_seqlens, (k + 1,), (1,)).astype(ct.int32), ()) - 1
+def _to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start, last, CHUNK_SIZE, BLOCK_M):
+    """``(BLOCK_M, 1)``: ``exp(dA_e - dA_j)`` for the rows of row block ``col_block`` (in
+    ``BLOCK_M`` units of seqlen, in chunk ``c``) that belong to the sequence of tokens
+    ``start`` to ``last`` (= e, in the chunk), 0 elsewhere; ``dA_j`` (log2 units) a column."""
     dA_e = ct.reshape(ct.load(dA_cumsum, (b, h, c, last - c * CHUNK_SIZE), (1, 1, 1, 1)),
                       (1, 1)) * LOG2E
     tokens = col_block * BLOCK_M + ct.reshape(ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
+    # Clamped: rows after e would overflow, and are masked anyway.
     to_e = ct.exp2(ct.minimum(dA_e - dA_j, 0.0, propagate_nan=True), flush_to_zero=True)
     return ct.where((tokens >= start) & (tokens <= last), to_e, 0.0)
 
@@ -478,9 +483,9 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, seq_idx=
     dB = torch.empty(batch, seqlen, nheads, dstate, dtype=torch.float32, device=x.device)
     dC = torch.empty_like(dB)
     grid = (batch * nchunks, nheads, 1)
-    varlen = dvarlen_states is not None
     outputs = (dx, ddt, dB, dC)
     block_m, block_n = bwd_chunk_tiles(x.dtype, chunk_size, dstate)
+    varlen = dvarlen_states is not None
     args = (x, dt, dA_cumsum, B, C, chunk_states, dstates, dy,
             seq_placeholder(x) if seq_idx is None else seq_idx,
             dvarlen_states if varlen else placeholder(dA_cumsum),
@@ -492,7 +497,6 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, seq_idx=
         return KernelLaunch(grid, bwd_chunk_kernel, args), outputs
     args += (block_n, next_power_of_2(headdim), seq_idx is not None, varlen)
     return KernelLaunch(grid, bwd_chunk_float32_kernel, args), outputs
-
 
 def bwd_chunk(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, seq_idx=None,
               dvarlen_states=None, cu_seqlens=None):

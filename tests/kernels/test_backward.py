@@ -219,3 +219,10 @@ def test_varlen_states_gradients_padded_tiles_batch_of_one_token_sequences():
     check(Case(seqlen=sum(lengths), nheads=3, headdim=6, dstate=12, D="channel", z=True,
                initial_states=True, seed=21), seq_idx=packed(lengths),
           cu_seqlens=cu_seqlens_of(lengths))
+
+
+def test_varlen_states_gradients_float32_dstate_in_blocks():
+    # float32's kernel takes dstate in blocks of 32: 72 is three, the last partial.
+    lengths = [20, 1, 50, 29]
+    check(Case(seqlen=sum(lengths), nheads=2, headdim=8, dstate=72, initial_states=True,
+               seed=22), seq_idx=packed(lengths), cu_seqlens=cu_seqlens_of(lengths))
