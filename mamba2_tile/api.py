@@ -59,7 +59,7 @@ from mamba2_tile import autotune
 from mamba2_tile.autograd import SSDFunction
 from mamba2_tile.kernels import (DEFAULT_OPTIONS, chunk_cumsum, compute_out, fused_state_out,
                                  fwd_pass_state)
-from mamba2_tile.kernels.plan import plan_for
+from mamba2_tile.kernels.plan import device_sm_count, plan, plan_for
 from mamba2_tile.kernels.sequence_parallel import sequence_parallel_states
 from mamba2_tile.kernels.varlen_states import varlen_states
 from mamba2_tile.problem import check_chunk_size, ssd_dims
@@ -104,13 +104,10 @@ class _Shaped(tuple):
         return self
 
 
-@lru_cache(maxsize=256)
 def _check_metadata(metadata):
     """Dtype and device of every tensor argument (any strides: module doc, Views), and their
-    shapes against each other (:func:`ssd_dims`, no empty dimension); returns ``(dims,
-    device)``. Memoised on :func:`_metadata`: a model calls with the same kinds of tensors
-    again and again, and reading them costs less than checking them; a bad combination raises
-    on every call (an exception is never cached)."""
+    shapes against each other (:func:`ssd_dims`, no empty dimension), from :func:`_metadata`;
+    returns ``(dims, device)``."""
     device = first = None
     for name, meta in zip(TENSOR_NAMES, metadata):
         if meta is None:
@@ -140,22 +137,38 @@ def _check_metadata(metadata):
     return dims, device
 
 
+@lru_cache(maxsize=256)
+def _checked_plan(metadata, chunk_size, sm_count, base):
+    """:func:`_check_metadata`, then ``base`` planned for those sizes on ``sm_count`` SMs
+    (:func:`mamba2_tile.kernels.plan.plan`, what :func:`plan_for` reads off the tensors);
+    returns ``(dims, device, planned options)``. Memoised: a model calls with the same kinds of
+    tensors again and again, and reading them costs less than checking them; a bad combination
+    raises on every call (an exception is never cached)."""
+    dims, device = _check_metadata(metadata)
+    planned = plan(dims.batch, dims.seqlen, dims.nheads, dims.headdim, dims.ngroups, dims.dstate,
+                   chunk_size, metadata[0][0], sm_count, base)
+    return dims, device, planned
+
+
 def _check_arguments(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limit,
-                     seq_idx=None, cu_seqlens=None, return_varlen_states=False):
+                     seq_idx=None, cu_seqlens=None, return_varlen_states=False,
+                     base=DEFAULT_OPTIONS):
+    """Check every tensor argument; returns ``base`` planned for them (never tuned)."""
     if x is None or dt is None or A is None or B is None or C is None:
         name = next(name for name, value in zip(TENSOR_NAMES, (x, dt, A, B, C)) if value is None)
         raise TypeError(f"{name} is required, got None")
     if not return_varlen_states:
         cu_seqlens = None               # as in mamba_ssm: it only serves return_varlen_states
-    dims, device = _check_metadata(_metadata((x, dt, A, B, C, D, initial_states, z, dt_bias,
-                                              seq_idx, cu_seqlens)))
+    metadata = _metadata((x, dt, A, B, C, D, initial_states, z, dt_bias, seq_idx, cu_seqlens))
+    dims, device, planned = _checked_plan(metadata, chunk_size,
+                                          device_sm_count(metadata[0][1]), base)
     if seq_idx is not None or return_varlen_states:
         _check_packing(dims, seq_idx, cu_seqlens, return_varlen_states)
     # Reading A back is cheap for a CPU tensor; for a CUDA one it would stall the stream (a
     # host sync) on every call, so there the docstring says what a positive A does instead.
     if device.type == "cpu":
         _check_decay_rates(A)
-    return dims
+    return planned
 
 
 def _check_decay_rates(A):
@@ -313,9 +326,9 @@ def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bia
     """
     chunk_size, dt_limit = _check_scalars(chunk_size, dt_softplus, dt_limit,
                                           return_final_states, return_varlen_states)
-    _check_arguments(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limit,
-                     seq_idx, cu_seqlens, return_varlen_states)
-    options = forward_options(x, dt, A, B, C, chunk_size)
+    options = _tuned(_check_arguments(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states,
+                                      dt_limit, seq_idx, cu_seqlens, return_varlen_states),
+                     x, dt, A, B, C, chunk_size)
     tensors = (x, dt, A, B, C, D, z, dt_bias, initial_states)
     if torch.is_grad_enabled() and _any_requires_grad(tensors):
         return _forward_with_grad(tensors, chunk_size, seq_idx, cu_seqlens, dt_softplus,
@@ -353,7 +366,12 @@ def _forward_with_grad(tensors, chunk_size, seq_idx, cu_seqlens, dt_softplus, dt
 def forward_options(x, dt, A, B, C, chunk_size, base=DEFAULT_OPTIONS):
     """The options a call runs: ``base`` planned for these inputs, then handed to the autotuner
     only when tuning is on and the tensors are on a GPU (the interpreter is never tuned)."""
-    planned = plan_for(x, B, chunk_size, base)
+    return _tuned(plan_for(x, B, chunk_size, base), x, dt, A, B, C, chunk_size)
+
+
+def _tuned(planned, x, dt, A, B, C, chunk_size):
+    """``planned``, or what the autotuner makes of it when tuning is on and the tensors are on a
+    GPU."""
     if x.is_cuda and autotune.enabled():
         return autotune.tuned_options(x, dt, A, B, C, chunk_size, base=planned)
     return planned
@@ -374,12 +392,12 @@ def forward_with_options(x, dt, A, B, C, chunk_size, options=DEFAULT_OPTIONS, **
     chunk_size, arguments["dt_limit"] = _check_scalars(
         chunk_size, arguments["dt_softplus"], arguments["dt_limit"],
         arguments["return_final_states"], arguments["return_varlen_states"])
-    _check_arguments(x, dt, A, B, C, chunk_size, arguments["D"], arguments["z"],
-                     arguments["dt_bias"], arguments["initial_states"], arguments["dt_limit"],
-                     arguments["seq_idx"], arguments["cu_seqlens"],
-                     arguments["return_varlen_states"])
-    return _forward(x, dt, A, B, C, chunk_size, *arguments.values(),
-                    plan_for(x, B, chunk_size, options))
+    planned = _check_arguments(x, dt, A, B, C, chunk_size, arguments["D"], arguments["z"],
+                               arguments["dt_bias"], arguments["initial_states"],
+                               arguments["dt_limit"], arguments["seq_idx"],
+                               arguments["cu_seqlens"], arguments["return_varlen_states"],
+                               base=options)
+    return _forward(x, dt, A, B, C, chunk_size, *arguments.values(), planned)
 
 
 def _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens,

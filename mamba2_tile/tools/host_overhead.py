@@ -3,26 +3,30 @@
     python -m mamba2_tile.tools.host_overhead              # the shapes below, a table
     python -m mamba2_tile.tools.host_overhead --profile    # and cProfile's top entries per shape
     python -m mamba2_tile.tools.host_overhead --ops        # and the torch ops of one call
+    python -m mamba2_tile.tools.host_overhead --gpu        # and on a GPU: eager vs graph time
 
 An eager call of :func:`mamba2_tile.api.mamba_chunk_scan_combined` costs its kernels' time plus
-the Python in front of each launch; on the H200 the benchmark's ``eager_ms`` minus its graph
-replay ``ms`` (:mod:`mamba2_tile.tools.bench.measurement`) is that Python, once it exceeds
-what the GPU has queued. This tool runs the whole host path of a CUDA call (argument checks,
-the plan, each launcher's outputs and arguments, :func:`mamba2_tile.dispatch.launch`'s device
-rule) on CPU tensors of the real shapes, with the one GPU step, ``ct.launch``, replaced by a
-no-op that counts launches (:func:`stubbed_launches`), so it runs anywhere and measures in
-microseconds what a GPU call would spend before its kernels run.
+the host's work in front of each launch; the benchmark's ``eager_ms`` minus its graph replay
+``ms`` (:mod:`mamba2_tile.tools.bench.measurement`) shows that work where it outlasts what the
+GPU has queued. This tool runs the whole host path of a CUDA call (argument checks, the plan,
+each launcher's outputs and arguments, :func:`mamba2_tile.dispatch.launch`'s device rule) on
+CPU tensors of the real shapes, with the one GPU step, ``ct.launch``, replaced by a stub
+(:func:`stubbed_launches`), so it runs anywhere.
 
-It reports per shape: microseconds per call (best of ``--repeat`` rounds of ``--number`` calls,
-in CPU time)
-and per launch, the launches, and the torch operators a call dispatches (``aten_ops``): on a GPU
-each allocation costs host time, and each operator that is not an allocation or a view
-(a fill, a copy, a cast) is a small kernel of its own, about 5 µs (``kernel_ops``). What the CPU
-cannot show: ``ct.launch``'s own time (compiled-kernel lookup, argument packing, in C++: it
-converts each torch tensor argument with ``torch._C._to_dlpack``, 0.4 µs a tensor on this
-kind of CPU, hence the ``tensor args`` column), ``torch.cuda.current_stream()``, and the
-environment reads only CUDA tensors get (``MAMBA2_TILE_AUTOTUNE`` once a call); the measured
-``eager_ms - ms`` on the GPU includes them.
+Per shape it reports: microseconds per call (CPU time, the fastest of ``--repeat`` rounds of
+``--number`` calls) and per launch; the launches and their tensor arguments; the Python and C
+function calls of one call (a count, the same on any machine); and the torch operators it
+dispatches (``aten ops``): on a GPU each allocation costs host time, and each operator that is
+not an allocation or a view (a fill, a copy, a cast) is a small kernel of its own, about 5 µs
+(``kernel ops``).
+
+What the CPU cannot show: ``ct.launch``'s own time (in C++: the compiled kernel's lookup, and
+each torch tensor argument converted with ``torch._C._to_dlpack``, 0.4 µs a tensor on a CPU
+like this one, hence the ``tensor args`` column), ``torch.cuda.current_stream()``, and the
+environment read only CUDA calls make (``MAMBA2_TILE_AUTOTUNE``, once a call). ``--gpu`` times
+the same calls on a GPU with real launches, as the benchmark does, beside the host's wall time
+per call.
+
 Inputs are ``torch.empty`` (only shapes, dtypes and strides matter to the host), except ``A``,
 whose values the CPU path checks (CUDA calls skip that check; so does this tool). Allocations
 reuse freed memory, as CUDA's caching allocator does (:func:`keep_freed_memory`).
@@ -197,13 +201,57 @@ def profile(problem, layer=False, calls=2000, top=15):
     return out.getvalue()
 
 
+def measure_gpu(problem, layer=False, reps=50, number=20):
+    """The same call on a GPU, real launches: ``{"graph_ms", "eager_ms", "host_us"}``.
+
+    ``graph_ms`` and ``eager_ms`` are measured as the benchmark measures them
+    (:func:`mamba2_tile.tools.bench.measurement.median_ms`, L2 flushed, on its inputs), so
+    ``eager_ms - graph_ms`` is its number; ``host_us`` is the host's wall time per call alone:
+    ``number`` calls back to back (their launches queue, nothing waits for the GPU), the GPU
+    drained before each of ``reps`` rounds, the fastest round.
+    """
+    from mamba2_tile.tools.bench.measurement import l2_flush_buffer, median_ms
+    from mamba2_tile.tools.bench.measurement import make_inputs as gpu_inputs
+
+    inputs = gpu_inputs(problem)
+    kwargs = dict(D=inputs["D"])
+    if layer:
+        kwargs.update(z=torch.randn_like(inputs["x"]), dt_bias=torch.zeros_like(inputs["D"]),
+                      dt_softplus=True)
+
+    def call():
+        return api.mamba_chunk_scan_combined(inputs["x"], inputs["dt"], inputs["A"], inputs["B"],
+                                             inputs["C"], problem.chunk_size, **kwargs)
+
+    flush = l2_flush_buffer()
+    graph_ms = median_ms(call, reps, flush)                  # warms up, then captures
+    eager_ms = median_ms(call, reps, flush, graph=False)
+    rounds = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(number):
+            call()
+        rounds.append((time.perf_counter() - start) / number)
+    torch.cuda.synchronize()
+    del inputs, kwargs, flush
+    torch.cuda.empty_cache()
+    return dict(graph_ms=graph_ms, eager_ms=eager_ms, host_us=min(rounds) * 1e6)
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(prog="python -m mamba2_tile.tools.host_overhead",
                                      description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--number", type=arguments.positive_int, default=200,
                         help="calls per timed round (default 200)")
     parser.add_argument("--repeat", type=arguments.positive_int, default=30,
-                        help="timed rounds; the fastest counts (default 5)")
+                        help="timed rounds; the fastest counts (default 30)")
+    parser.add_argument("--gpu", action="store_true",
+                        help="also time the calls on the GPU, real launches: the benchmark's "
+                             "graph and eager times and the host's time per call (needs a GPU "
+                             "cuTile supports)")
+    parser.add_argument("--reps", type=arguments.positive_int, default=50,
+                        help="with --gpu: timed replays or rounds per measurement (default 50)")
     parser.add_argument("--layer", action="store_true",
                         help="call as Mamba2 does (z, dt_bias, dt_softplus) instead of as the "
                              "benchmark does (D only)")
@@ -230,9 +278,25 @@ def main(argv=None):
         if args.profile:
             print(problem.label())
             print(profile(problem, args.layer, args.number))
-    print(tabulate(rows, headers=["problem", "launches", "tensor args", "µs/call", "µs/launch", "function calls",
-                                  "aten ops",
-                                  "kernel ops"]))
+    print("Host path with the GPU launch stubbed, on this CPU (µs: CPU time, fastest round):")
+    print(tabulate(rows, headers=["problem", "launches", "tensor args", "µs/call", "µs/launch",
+                                  "function calls", "aten ops", "kernel ops"]))
+    if args.gpu:
+        print()
+        if not dispatch.gpu_available():
+            print("--gpu: no GPU that cuTile supports here; nothing timed on a GPU.")
+            return 0
+        gpu_rows = []
+        for problem in SHAPES:
+            result = measure_gpu(problem, args.layer, args.reps)
+            gpu_rows.append([problem.label(), f"{result['graph_ms']:.3f}",
+                             f"{result['eager_ms']:.3f}",
+                             f"{(result['eager_ms'] - result['graph_ms']) * 1e3:.1f}",
+                             f"{result['host_us']:.1f}"])
+        print(f"On {torch.cuda.get_device_name()}, real launches (median of {args.reps}, L2 "
+              f"flushed; host: wall time per call, fastest of {args.reps} rounds):")
+        print(tabulate(gpu_rows, headers=["problem", "graph ms", "eager ms",
+                                          "eager - graph µs", "host µs/call"]))
     return 0
 
 

@@ -55,3 +55,10 @@ def test_an_eager_call_stays_lean():
     result = host_overhead.measure(Problem(8, 1024, 64, 64, 128, 1, 256), number=1, repeat=1)
     assert result["function_calls"] <= 160, result["function_calls"]
     assert result["aten_ops"] == 4, dict(result["ops"])
+
+
+def test_gpu_timing_without_a_gpu_says_so(capsys, monkeypatch):
+    monkeypatch.setattr(host_overhead, "SHAPES", (Problem(8, 100, 32, 16, 16, 1, 64),))
+    monkeypatch.setattr(dispatch, "gpu_available", lambda: False)
+    assert host_overhead.main(["--number", "1", "--repeat", "1", "--gpu"]) == 0
+    assert "no GPU that cuTile supports here" in capsys.readouterr().out
