@@ -448,3 +448,30 @@ def test_the_tuning_times_are_printed_from_data_not_written_in_prose():
 def test_the_straightforward_kernels_move_their_bytes_at_over_half_the_peak():
     """Notebook 09 says so twice ("well over half the peak", "over half of it")."""
     assert _first_measurement()[2] > 0.5
+
+
+# Figures from the probe logs (text, not tables): each number the prose quotes must appear in the
+# log it comes from, as written there (a weaker check than CLAIMS: the logs have no fields).
+PROBE_CLAIMS = [
+    ("09", rf"instructions per row block went from {NUMBER} to {NUMBER}", "h200_probe_rowblocks.txt"),
+    ("09", rf"and the kernel from {NUMBER} to {NUMBER} ms at chunk 64", "h200_probe_rowblocks.txt"),
+    ("09", rf"it still took the kernel from {NUMBER} to {NUMBER} ms", "h200_probe_rowblocks.txt"),
+    ("09", rf"took the kernel to {NUMBER} ms", "h200_probe_rowblocks.txt"),
+    ("09", rf"Together: {NUMBER} → {NUMBER} ms at chunk 64 and {NUMBER} → {NUMBER} ms at chunk 128",
+     "h200_probe_rowblocks.txt"),
+    ("README", rf"`exp2` instead of `exp` \({NUMBER} → {NUMBER}\s+instructions per thread per row "
+               rf"block\)", "h200_probe_rowblocks.txt"),
+    ("README", rf"Fused kernel alone at 4096 tokens, one group: {NUMBER} → {NUMBER} ms \(chunk 64\),"
+               rf"\s+{NUMBER} → {NUMBER} ms \(chunk 128\)", "h200_probe_rowblocks.txt"),
+]
+
+
+@pytest.mark.parametrize("number, pattern, log", PROBE_CLAIMS,
+                         ids=[f"nb{claim[0]}-probe{index}" for index, claim in enumerate(PROBE_CLAIMS)])
+def test_a_probe_figure_in_prose_is_in_its_log(number, pattern, log):
+    name, text = _markdown(number)
+    found = re.search(pattern, text)
+    assert found, f"{name}: no prose matches {pattern!r}; reworded? update PROBE_CLAIMS"
+    words = set(re.findall(r"[\d.]+", (DATA_DIR / log).read_text()))
+    missing = [value for value in found.groups() if value not in words]
+    assert not missing, f"{name}: {found.group(0)!r} quotes {missing}, not in data/{log}"
