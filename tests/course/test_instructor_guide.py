@@ -98,3 +98,9 @@ def test_the_two_day_schedule_runs_every_notebook():
     named = {number for day in schedule_slots(section) for _, what in day
              for number in re.findall(r"\b(\d{2})\b", what)}
     assert named >= set(notebook_minutes())
+
+
+def test_every_notebook_has_its_section():
+    """Objectives, sticking points and what to say, per notebook: a ``### NN ·`` heading each."""
+    sections = set(re.findall(r"^### (\d{2}) ·", guide_section("## Per notebook"), re.MULTILINE))
+    assert sections == set(notebook_minutes())
