@@ -8,6 +8,11 @@ The notebooks carry no slide metadata, so it is added on the way, on a copy: a m
 that opens with a ``#`` or ``##`` heading starts a new slide, a ``###`` heading a sub-slide
 (below it, reached with the down arrow), and every other cell continues the slide it follows.
 Long slides scroll. ``slides/`` is git-ignored: the decks are rebuilt, never edited.
+
+A widget output would need the widget JavaScript from a CDN, so offline (a workshop room, a
+laptop on a plane) it shows nothing. The decks therefore carry no widgets: an explorer's output
+shows the picture it stored beside the widget (``widgets.Explorer`` stores one for this), and a
+widget without a picture is replaced by a line saying it is interactive in JupyterLab.
 """
 
 import argparse
@@ -18,6 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 _HEADING = re.compile(r"^(#{1,3}) ")
+WIDGET = "application/vnd.jupyter.widget-view+json"
+INTERACTIVE_ONLY = ("*An interactive widget (sliders) is here: run this notebook in JupyterLab "
+                    "to use it.*")
 
 
 def slide_type(cell):
@@ -31,11 +39,27 @@ def slide_type(cell):
     return "subslide" if len(heading.group(1)) == 3 else "slide"
 
 
+def without_widget(output):
+    """``output`` as a deck shows it offline: its stored PNG, or a line, instead of a widget."""
+    data = output.get("data", {})
+    if WIDGET not in data:
+        return output
+    if "image/png" in data:
+        output.data = {key: value for key, value in data.items() if key != WIDGET}
+    else:
+        output.data = {"text/markdown": INTERACTIVE_ONLY}
+    return output
+
+
 def with_slide_types(notebook):
-    """A copy of ``notebook`` (an nbformat node) with ``metadata.slideshow`` set on every cell."""
+    """A copy of ``notebook`` (an nbformat node) ready for a deck: ``metadata.slideshow`` set on
+    every cell, and no widget left (see the module's docstring), so no widget script either."""
     deck = copy.deepcopy(notebook)
+    deck.metadata.pop("widgets", None)
     for cell in deck.cells:
         cell.metadata["slideshow"] = {"slide_type": slide_type(cell)}
+        for output in cell.get("outputs", []):
+            without_widget(output)
     return deck
 
 
