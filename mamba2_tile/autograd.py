@@ -6,20 +6,26 @@ saves only the inputs; its backward (:func:`ssd_backward`) recomputes what is ch
 and runs the backward kernels:
 
 1. ``chunk_cumsum`` again (``dA_cumsum``, the prepared ``dt``), ``fwd_pass_state`` again (the
-   state entering each chunk, float32), and ``compute_out`` without skip and gate, written in
-   float32: the scan's output ``y_ssd``, which the gate's gradient and ``dA_cumsum``'s need;
+   state entering each chunk, float32), and, only with a gate ``z``, ``compute_out`` without
+   skip and gate, written in float32: the scan's output ``y_ssd``, which the gate's gradient
+   needs;
 2. the gate and skip backward (elementwise): ``dz``, ``dD`` and the scan's output gradient ``dy``;
 3. :mod:`mamba2_tile.kernels.bwd_state_pass`: the state gradient walking the chunks in reverse,
    ending at the gradient of ``initial_states``;
-4. :mod:`mamba2_tile.kernels.bwd_chunk`: ``dx``, ``dB``, ``dC`` and ``dt``'s direct gradient;
-5. ``dA_cumsum``'s gradient, from step 4 and two dot products::
+4. :mod:`mamba2_tile.kernels.bwd_chunk`: ``dx``, ``dB``, ``dC``, ``dt``'s direct gradient and
+   the row sums ``C_k · dC_k``, ``B_k · dB_k`` (per head);
+5. ``dA_cumsum``'s gradient, from step 4 and one dot product per chunk::
 
-       d dA_cumsum_k = dy_k · y_ssd_k - dt_k ddt_k  (+ <dh_{c+1}, h_{c+1}> at a chunk's last
-                                                      position: the decay of the whole chunk)
+       d dA_cumsum_k = C_k · dC_k - B_k · dB_k   (+ <dh_{c+1}, h_{c+1}> at a chunk's last
+                                                  position: the decay of the whole chunk)
 
    and its reverse running sum in each chunk, the gradient of each token's step ``dt_k A``:
    ``dA`` and the rest of ``ddt``; then ``dt``'s chain back through the clamp to ``dt_limit``
-   (no gradient where clamped), the softplus and ``dt_bias``.
+   (no gradient where clamped), the softplus and ``dt_bias``. The running sum cancels the
+   pairs of positions on one side of ``k``: it is exact only if both row sums hold the same
+   rounded pieces, which is why the kernel computes both from its own tiles (and why
+   ``<dh_{c+1}, h_{c+1}>`` is split as ``exp(dA_last) <dh_{c+1}, h_c>`` plus the ``B · dB``
+   terms through ``dh_{c+1}``, summed from the kernel's pieces).
 
 Steps 2 and 5 are elementwise work and sums in PyTorch (on the tensors' device); the work that
 grows with ``chunk_size x dstate`` runs in the cuTile kernels. Packed sequences (``seq_idx``) and
@@ -94,15 +100,15 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
     dA_cumsum, dt_chunks = chunk_cumsum(dt, A, chunk_size, dt_bias=dt_bias,
                                         dt_softplus=dt_softplus, dt_limit=tuple(dt_limit))
     chunk_states, final_states = fwd_pass_state(x, B, dt_chunks, dA_cumsum, initial_states)
-    y_ssd = _scan_output(x, dt_chunks, dA_cumsum, B, C, chunk_states)
 
     x32 = x.float()
-    dy = torch.zeros_like(y_ssd) if dy is None else dy.float()
+    dy = torch.zeros(x.shape, dtype=torch.float32, device=x.device) if dy is None else dy.float()
     if dfinal_states is None:
         dfinal_states = torch.zeros_like(final_states)
     D_full = None if D is None else (D.float()[:, None] if D.dim() == 1 else D.float())
     dz = None
     if z is not None:
+        y_ssd = _scan_output(x, dt_chunks, dA_cumsum, B, C, chunk_states)
         y_pre = y_ssd if D is None else y_ssd + x32 * D_full
         z32 = z.float()
         gate = torch.sigmoid(z32)
@@ -115,17 +121,21 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
             dD = dD.sum(-1)
 
     dstates, dinitial_states = bwd_state_pass(dy, C, dA_cumsum, dfinal_states.float())
-    dx, ddt_chunks, dB_heads, dC_heads = bwd_chunk(x, dt_chunks, dA_cumsum, B, C, chunk_states,
-                                                   dstates, dy)
+    dx, ddt_chunks, dB_heads, dC_heads, ddA_terms = bwd_chunk(
+        x, dt_chunks, dA_cumsum, B, C, chunk_states, dstates, dy)
     if D is not None:
         dx = dx + dy * D_full
     dB = dB_heads.view(batch, seqlen, ngroups, nheads // ngroups, dstate).sum(3)
     dC = dC_heads.view(batch, seqlen, ngroups, nheads // ngroups, dstate).sum(3)
 
     # dA_cumsum's gradient (module doc, step 5), then each step's: a reverse running sum.
-    states_after = torch.cat([chunk_states[:, :, 1:], final_states[:, :, None]], dim=2)
-    whole_chunk = (dstates * states_after).sum((-2, -1))                   # (b, h, c)
-    d_dA_cumsum = _to_chunks((dy * y_ssd).sum(-1), chunk_size) - dt_chunks * ddt_chunks
+    C_dC, B_dB, B_dB_through_dh = ddA_terms.unbind(3)                      # (b, h, c, s) each
+    nchunks = dA_cumsum.shape[2]
+    entering = torch.bmm(dstates.view(-1, 1, headdim * dstate),           # <dh_{c+1}, h_c>,
+                         chunk_states.view(-1, headdim * dstate, 1))      # no temporary
+    whole_chunk = (torch.exp(dA_cumsum[..., -1]) * entering.view(batch, nheads, nchunks)
+                   + B_dB_through_dh.sum(-1))                             # <dh_{c+1}, h_{c+1}>
+    d_dA_cumsum = C_dC - B_dB
     d_step = d_dA_cumsum.flip(-1).cumsum(-1).flip(-1) + whole_chunk[..., None]
     A32 = A.float()[None, :, None, None]
     # chunk_cumsum floors each step dt * A at DA_STEP_MIN: no gradient where floored.

@@ -19,11 +19,22 @@ One block handles one chunk of one head, whole ``headdim`` and ``dstate`` tiles 
 of two), in row blocks of ``BLOCK_M`` positions; the ``(BLOCK_M, BLOCK_M)`` pieces of ``L ∘ C Bᵀ``
 and ``L ∘ dy xᵀ`` live in registers between the two ``ct.mma`` that make and consume them, and
 blocks above the diagonal are skipped. ``dB`` and ``dC`` are written per head, ``(b, l, h, n)``:
-the caller sums the heads of each group. The gradients through ``dA_cumsum`` follow from these
-(``ddt_j`` and ``dy_i · y_i``, see :mod:`mamba2_tile.autograd`). As in the forward kernels (and
-mamba_ssm), ``ct.mma`` operands are rounded to the input dtype (tensor cores for 16-bit inputs;
-float32 ``mma`` for float32 inputs, whose fully unrolled code would be far larger) and
-everything accumulates in float32.
+the caller sums the heads of each group. As in the forward kernels (and mamba_ssm), ``ct.mma``
+operands are rounded to the input dtype (tensor cores for 16-bit inputs; float32 ``mma`` for
+float32 inputs, whose fully unrolled code would be far larger) and everything accumulates in
+float32.
+
+The gradient through ``dA_cumsum`` comes from the same tiles. ``dA_k`` enters every term above
+as ``+dA_k`` where ``k`` is the reading position ``i`` and as ``-dA_k`` where ``k`` is the
+written position ``j``, so its gradient is ``C_k · dC_k - B_k · dB_k`` (plus, at the chunk's
+last position, the decay of the whole chunk: see :mod:`mamba2_tile.autograd`). The kernel writes
+the three row sums ``C_k · dC_k``, ``B_k · dB_k`` and ``B_k · dB_k``'s part through ``dh``, in
+float32, to ``ddA_terms``. Both sides sum the *same* rounded pieces ``(L ∘ dy xᵀ) dt`` (rounded
+once to the input dtype, the ``dt_j`` factor included on both sides), times ``C_i · B_j``: the
+caller's running sum over a chunk cancels the pairs that lie on one side of each position
+exactly, in float32. Pieces rounded differently on the two sides (as ``dy · y`` from the forward
+against ``dt ddt``) cancel only to the input dtype's precision, an error that grows with the
+chunk length.
 """
 
 import torch
@@ -38,6 +49,7 @@ def bwd_chunk_kernel(
     x, dt, dA_cumsum, B, C,          # (b, l, h, p), (b, h, c, s) x2, (b, l, g, n) x2
     chunk_states, dstates, dy,       # (b, h, c, p, n) f32 x2, (b, l, h, p) f32
     dx, ddt, dB, dC,                 # out, f32: (b, l, h, p), (b, h, c, s), (b, l, h, n) x2
+    ddA_terms,                       # out, f32: (b, h, c, 3, s)
     CHUNK_SIZE: ct.Constant[int],
     BLOCK_M: ct.Constant[int],
     HEADDIM: ct.Constant[int],       # headdim padded to a power of two
@@ -78,7 +90,11 @@ def bwd_chunk_kernel(
             to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)             # (BLOCK_M, 1)
             u = ct.mma(B_j, ct.transpose(dh), ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32))
             u = u * to_end
-            dB_j = ct.mma(x_j, dh, ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32)) * to_end
+            dB_j = ct.mma(x_j, dh, ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32))
+            dB_j = dB_j * (to_end * dt_j)
+            B_j32 = B_j.astype(ct.float32)
+            ct.store(ddA_terms, (b, h, c, 2, j),
+                     ct.reshape(ct.sum(B_j32 * dB_j, axis=1), (1, 1, 1, 1, BLOCK_M)))
             cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
             for i in range(j, blocks_per_chunk):
                 row_block = c * blocks_per_chunk + i
@@ -104,14 +120,16 @@ def bwd_chunk_kernel(
                     u = ct.mma(scores_t, dy_i, u)
                     dyx_t = ct.mma(x_j, ct.transpose(dy_i),
                                    ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                    dyx_t = ct.where(causal, dyx_t * decay, 0.0).astype(mma_dtype)
+                    # dt_j before the rounding: the very pieces the dC loop rounds.
+                    dyx_t = ct.where(causal, dyx_t * decay * dt_j, 0.0).astype(mma_dtype)
                     dB_j = ct.mma(dyx_t, C_i, dB_j)
             ct.store(dx, (b, col_block, h, 0),
                      ct.reshape(u * dt_j, (1, BLOCK_M, 1, HEADDIM)))
             ddt_j = ct.sum(x_j.astype(ct.float32) * u, axis=1)
             ct.store(ddt, (b, h, c, j), ct.reshape(ddt_j, (1, 1, 1, BLOCK_M)))
-            ct.store(dB, (b, col_block, h, 0),
-                     ct.reshape(dB_j * dt_j, (1, BLOCK_M, 1, DSTATE)))
+            ct.store(dB, (b, col_block, h, 0), ct.reshape(dB_j, (1, BLOCK_M, 1, DSTATE)))
+            ct.store(ddA_terms, (b, h, c, 1, j),
+                     ct.reshape(ct.sum(B_j32 * dB_j, axis=1), (1, 1, 1, 1, BLOCK_M)))
 
     # dC: row blocks i, each summing over the column blocks j <= i.
     for i in range(blocks_per_chunk):
@@ -143,6 +161,10 @@ def bwd_chunk_kernel(
                 dyx = ct.where(rows >= cols, dyx * decay * dt_j, 0.0).astype(mma_dtype)
                 dC_i = ct.mma(dyx, B_j, dC_i)
             ct.store(dC, (b, row_block, h, 0), ct.reshape(dC_i, (1, BLOCK_M, 1, DSTATE)))
+            C_i = ct.load(C, (b, row_block, g, 0), (1, BLOCK_M, 1, DSTATE), padding_mode=zero)
+            C_i = ct.reshape(C_i, (BLOCK_M, DSTATE)).astype(ct.float32)
+            ct.store(ddA_terms, (b, h, c, 0, i),
+                     ct.reshape(ct.sum(C_i * dC_i, axis=1), (1, 1, 1, 1, BLOCK_M)))
 
 
 def bwd_chunk_block_m(chunk_size):
@@ -152,26 +174,30 @@ def bwd_chunk_block_m(chunk_size):
 
 def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy):
     """Allocate the outputs and plan the launch; returns
-    ``(KernelLaunch, (dx, ddt, dB, dC))``, all float32: ``dx`` (b, l, h, p) without the skip's
-    ``D dy``; ``ddt`` (b, h, c, s) in the chunk layout of ``dt``, zero past seqlen; ``dB``,
-    ``dC`` (b, l, h, n) per head."""
+    ``(KernelLaunch, (dx, ddt, dB, dC, ddA_terms))``, all float32: ``dx`` (b, l, h, p) without
+    the skip's ``D dy``; ``ddt`` (b, h, c, s) in the chunk layout of ``dt``, zero past seqlen;
+    ``dB``, ``dC`` (b, l, h, n) per head; ``ddA_terms`` (b, h, c, 3, s), zero past seqlen:
+    ``C_k · dC_k``, ``B_k · dB_k`` and the part of the latter through the state gradient."""
     batch, seqlen, nheads, headdim = x.shape
     dstate = B.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
     dx = torch.empty(batch, seqlen, nheads, headdim, dtype=torch.float32, device=x.device)
     # Zeros: blocks past seqlen are never stored, and the caller sums ddt over whole chunks.
     ddt = torch.zeros(batch, nheads, nchunks, chunk_size, dtype=torch.float32, device=x.device)
+    ddA_terms = torch.zeros(batch, nheads, nchunks, 3, chunk_size, dtype=torch.float32,
+                            device=x.device)
     dB = torch.empty(batch, seqlen, nheads, dstate, dtype=torch.float32, device=x.device)
     dC = torch.empty_like(dB)
     grid = (batch * nchunks, nheads, 1)
-    args = (x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, dx, ddt, dB, dC,
+    args = (x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, dx, ddt, dB, dC, ddA_terms,
             chunk_size, bwd_chunk_block_m(chunk_size), next_power_of_2(headdim),
             next_power_of_2(dstate))
-    return KernelLaunch(grid, bwd_chunk_kernel, args), (dx, ddt, dB, dC)
+    return KernelLaunch(grid, bwd_chunk_kernel, args), (dx, ddt, dB, dC, ddA_terms)
 
 
 def bwd_chunk(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy):
-    """Run the per-chunk gradients; returns ``(dx, ddt, dB, dC)`` (see the launcher)."""
+    """Run the per-chunk gradients; returns ``(dx, ddt, dB, dC, ddA_terms)`` (see the
+    launcher)."""
     launch, outputs = bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy)
     launch.run()
     return outputs
