@@ -14,7 +14,7 @@ and runs the backward kernels:
    ending at the gradient of ``initial_states``;
 4. :mod:`mamba2_tile.kernels.bwd_chunk`: ``dx``, ``dB``, ``dC``, ``dt``'s direct gradient and
    the row sums ``C_k · dC_k``, ``B_k · dB_k`` (per head);
-5. ``dA_cumsum``'s gradient, from step 4 and one dot product per chunk::
+5. ``dA_cumsum``'s gradient, from step 4::
 
        d dA_cumsum_k = C_k · dC_k - B_k · dB_k   (+ <dh_{c+1}, h_{c+1}> at a chunk's last
                                                   position: the decay of the whole chunk)
@@ -24,8 +24,9 @@ and runs the backward kernels:
    (no gradient where clamped), the softplus and ``dt_bias``. The running sum cancels the
    pairs of positions on one side of ``k``: it is exact only if both row sums hold the same
    rounded pieces, which is why the kernel computes both from its own tiles (and why
-   ``<dh_{c+1}, h_{c+1}>`` is split as ``exp(dA_last) <dh_{c+1}, h_c>`` plus the ``B · dB``
-   terms through ``dh_{c+1}``, summed from the kernel's pieces).
+   ``<dh_{c+1}, h_{c+1}>`` is summed from the kernel's pieces, ``exp(dA_last) <dh_{c+1}, h_c>``
+   plus the ``B · dB`` terms through ``dh_{c+1}``: from the forward's ``h_{c+1}`` it cancels
+   against those terms only to the input dtype's precision).
 
 Steps 2 and 5 are elementwise work and sums in PyTorch (on the tensors' device); the work that
 grows with ``chunk_size x dstate`` runs in the cuTile kernels. Packed sequences (``seq_idx``) and
@@ -129,12 +130,8 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
     dC = dC_heads.view(batch, seqlen, ngroups, nheads // ngroups, dstate).sum(3)
 
     # dA_cumsum's gradient (module doc, step 5), then each step's: a reverse running sum.
-    C_dC, B_dB, B_dB_through_dh = ddA_terms.unbind(3)                      # (b, h, c, s) each
-    nchunks = dA_cumsum.shape[2]
-    entering = torch.bmm(dstates.view(-1, 1, headdim * dstate),           # <dh_{c+1}, h_c>,
-                         chunk_states.view(-1, headdim * dstate, 1))      # no temporary
-    whole_chunk = (torch.exp(dA_cumsum[..., -1]) * entering.view(batch, nheads, nchunks)
-                   + B_dB_through_dh.sum(-1))                             # <dh_{c+1}, h_{c+1}>
+    C_dC, B_dB, dA_last_terms = ddA_terms.unbind(3)                        # (b, h, c, s) each
+    whole_chunk = dA_last_terms.sum(-1)                                    # <dh_{c+1}, h_{c+1}>
     d_dA_cumsum = C_dC - B_dB
     d_step = d_dA_cumsum.flip(-1).cumsum(-1).flip(-1) + whole_chunk[..., None]
     A32 = A.float()[None, :, None, None]

@@ -29,7 +29,8 @@ as ``+dA_k`` where ``k`` is the reading position ``i`` and as ``-dA_k`` where ``
 written position ``j``, so its gradient is ``C_k · dC_k - B_k · dB_k`` (plus, at the chunk's
 last position, the decay of the whole chunk: see :mod:`mamba2_tile.autograd`). The kernel writes
 the three row sums ``C_k · dC_k``, ``B_k · dB_k`` and ``B_k · dB_k``'s part through ``dh``, in
-float32, to ``ddA_terms``. Both sides sum the *same* rounded pieces ``(L ∘ dy xᵀ) dt`` (rounded
+float32, to ``ddA_terms`` (the last with ``exp(dA_last) <dh, h_c>`` added at the chunk's first
+position: its sum over the chunk is ``<dh, h_{c+1}>``, the gradient of ``dA_last``). Both sides sum the *same* rounded pieces ``(L ∘ dy xᵀ) dt`` (rounded
 once to the input dtype, the ``dt_j`` factor included on both sides), times ``C_i · B_j``: the
 caller's running sum over a chunk cancels the pairs that lie on one side of each position
 exactly, in float32. Pieces rounded differently on the two sides (as ``dy · y`` from the forward
@@ -69,9 +70,14 @@ def bwd_chunk_kernel(
     dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)),
                          (1, 1)) * LOG2E
     dh = ct.reshape(ct.load(dstates, (b, h, c, 0, 0), (1, 1, 1, HEADDIM, DSTATE),
-                            padding_mode=zero), (HEADDIM, DSTATE)).astype(mma_dtype)
+                            padding_mode=zero), (HEADDIM, DSTATE))
     h_enter = ct.reshape(ct.load(chunk_states, (b, h, c, 0, 0), (1, 1, 1, HEADDIM, DSTATE),
-                                 padding_mode=zero), (HEADDIM, DSTATE)).astype(mma_dtype)
+                                 padding_mode=zero), (HEADDIM, DSTATE))
+    # exp(dA_last) <dh, h_c>: dA_last's gradient through the entering state, in float32.
+    entering = ct.sum(ct.sum(dh * h_enter, axis=1, keepdims=True), axis=0, keepdims=True)
+    entering = ct.reshape(entering * ct.exp2(dA_last, flush_to_zero=True), (1,))
+    dh = dh.astype(mma_dtype)
+    h_enter = h_enter.astype(mma_dtype)
 
     # dx, ddt, dB: column blocks j, each summing over the row blocks i >= j.
     for j in range(blocks_per_chunk):
@@ -90,9 +96,12 @@ def bwd_chunk_kernel(
             to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)             # (BLOCK_M, 1)
             u = ct.mma(B_j, ct.transpose(dh), ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32))
             u = u * to_end
-            # B_j · dB_j's part through dh, as dt_j x_j · u: the same products, fewer registers.
+            # B_j · dB_j's part through dh, as dt_j x_j · u: the same products, fewer registers;
+            # the entering state's term rides on the chunk's first position.
             B_dB_through_dh = ct.sum(x_j.astype(ct.float32) * u, axis=1) * ct.reshape(
                 dt_j, (BLOCK_M,))
+            first = (j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32)) == 0
+            B_dB_through_dh = B_dB_through_dh + ct.where(first, entering, 0.0)
             ct.store(ddA_terms, (b, h, c, 2, j),
                      ct.reshape(B_dB_through_dh, (1, 1, 1, 1, BLOCK_M)))
             dB_j = ct.mma(x_j, dh, ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32))
@@ -180,7 +189,9 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy):
     ``(KernelLaunch, (dx, ddt, dB, dC, ddA_terms))``, all float32: ``dx`` (b, l, h, p) without
     the skip's ``D dy``; ``ddt`` (b, h, c, s) in the chunk layout of ``dt``, zero past seqlen;
     ``dB``, ``dC`` (b, l, h, n) per head; ``ddA_terms`` (b, h, c, 3, s), zero past seqlen:
-    ``C_k · dC_k``, ``B_k · dB_k`` and the part of the latter through the state gradient."""
+    ``C_k · dC_k``, ``B_k · dB_k`` and the part of the latter through the state gradient (plus
+    ``exp(dA_last) <dh, h_c>`` at position 0), which sums over a chunk to ``dA_last``'s
+    gradient."""
     batch, seqlen, nheads, headdim = x.shape
     dstate = B.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
