@@ -36,7 +36,7 @@ grows with ``chunk_size x dstate`` runs in the cuTile kernels. Packed sequences 
 import torch
 import torch.nn.functional as F
 
-from mamba2_tile.kernels.bwd_chunk import bwd_chunk
+from mamba2_tile.kernels.bwd_chunk import bwd_chunk_launch
 from mamba2_tile.kernels.bwd_state_pass import bwd_state_pass
 from mamba2_tile.kernels.chunk_cumsum import DA_STEP_MIN, SOFTPLUS_THRESHOLD, chunk_cumsum
 from mamba2_tile.kernels.compute_out import compute_out_launch
@@ -91,6 +91,49 @@ def _scan_output(x, dt_chunks, dA_cumsum, B, C, chunk_states):
     return y_ssd
 
 
+# Enough blocks in one bwd_chunk launch to fill an H200 many times over (132 SMs, one block each).
+BWD_CHUNK_MIN_BLOCKS = 2048
+
+
+def _heads_per_launch(batch, nchunks, heads_per_group):
+    """The fewest heads of a group per bwd_chunk launch that still give it
+    ``BWD_CHUNK_MIN_BLOCKS`` blocks (a divisor of ``heads_per_group``)."""
+    for heads in range(1, heads_per_group + 1):
+        if heads_per_group % heads == 0 and batch * nchunks * heads >= BWD_CHUNK_MIN_BLOCKS:
+            return heads
+    return heads_per_group
+
+
+def _bwd_chunk_by_heads(x, dt_chunks, dA_cumsum, B, C, chunk_states, dstates, dy):
+    """:func:`bwd_chunk` over slices of the heads of each group: the per-head ``dB`` and ``dC``
+    (float32, ``dstate`` wide) exist for one slice at a time and are summed into the group's.
+    Returns ``(dx, ddt, dB, dC, ddA_terms)``, ``dB`` and ``dC`` (b, l, g, n) float32."""
+    batch, seqlen, nheads, headdim = x.shape
+    ngroups, dstate = B.shape[2], B.shape[3]
+    nchunks = dA_cumsum.shape[2]
+    heads_per_group = nheads // ngroups
+    heads = _heads_per_launch(batch, nchunks, heads_per_group)
+    f32 = dict(dtype=torch.float32, device=x.device)
+    dx = torch.empty(x.shape, **f32)
+    # Zeros: blocks past seqlen are never stored, and the caller sums whole chunks.
+    ddt = torch.zeros(dA_cumsum.shape, **f32)
+    ddA_terms = torch.zeros(batch, nheads, nchunks, 3, dA_cumsum.shape[3], **f32)
+    dB = torch.zeros(batch, seqlen, ngroups, dstate, **f32)
+    dC = torch.zeros_like(dB)
+    for g in range(ngroups):
+        for first in range(g * heads_per_group, (g + 1) * heads_per_group, heads):
+            h = slice(first, first + heads)
+            launch, (_, _, dB_heads, dC_heads, _) = bwd_chunk_launch(
+                x[:, :, h], dt_chunks[:, h], dA_cumsum[:, h], B[:, :, g:g + 1],
+                C[:, :, g:g + 1], chunk_states[:, h], dstates[:, h], dy[:, :, h])
+            args = launch.named_args()
+            args.update(dx=dx[:, :, h], ddt=ddt[:, h], ddA_terms=ddA_terms[:, h])
+            KernelLaunch(launch.grid, launch.kernel, tuple(args.values())).run()
+            dB[:, :, g] += dB_heads.sum(2)
+            dC[:, :, g] += dC_heads.sum(2)
+    return dx, ddt, dB, dC, ddA_terms
+
+
 def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, dt_softplus,
                  dt_limit, dy, dfinal_states, needs=(True,) * 9):
     """The gradients of ``(y, final_states)`` for output gradients ``dy`` and ``dfinal_states``
@@ -122,12 +165,10 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
             dD = dD.sum(-1)
 
     dstates, dinitial_states = bwd_state_pass(dy, C, dA_cumsum, dfinal_states.float())
-    dx, ddt_chunks, dB_heads, dC_heads, ddA_terms = bwd_chunk(
+    dx, ddt_chunks, dB, dC, ddA_terms = _bwd_chunk_by_heads(
         x, dt_chunks, dA_cumsum, B, C, chunk_states, dstates, dy)
     if D is not None:
-        dx = dx + dy * D_full
-    dB = dB_heads.view(batch, seqlen, ngroups, nheads // ngroups, dstate).sum(3)
-    dC = dC_heads.view(batch, seqlen, ngroups, nheads // ngroups, dstate).sum(3)
+        dx.addcmul_(dy, D_full)             # dx is ours: the skip's term added in place
 
     # dA_cumsum's gradient (module doc, step 5), then each step's: a reverse running sum.
     C_dC, B_dB, dA_last_terms = ddA_terms.unbind(3)                        # (b, h, c, s) each

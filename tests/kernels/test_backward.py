@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from grad_cases import check
+from mamba2_tile import autograd
 from mamba2_tile.api import mamba_chunk_scan_combined
 from mamba2_tile.torch_reference import mamba_chunk_scan_torch
 from ssd_cases import Case, make_case
@@ -111,3 +112,11 @@ def test_bfloat16_decay_gradients_as_accurate_as_the_rest(chunk_size):
              for name, g, e in zip(t, ours, expected)}
     bound = 1.5 * max(error["x"], error["B"], error["C"])
     assert error["A"] <= bound and error["dt"] <= bound, error
+
+
+def test_bwd_chunk_one_head_per_launch(monkeypatch):
+    # The backward runs bwd_chunk over slices of each group's heads (their per-head dB, dC
+    # summed slice by slice); small problems fit one launch per group, so force one head each.
+    monkeypatch.setattr(autograd, "BWD_CHUNK_MIN_BLOCKS", 1)
+    check(Case(batch=2, seqlen=100, nheads=4, headdim=4, ngroups=2, dstate=16, D="channel",
+               z=True, initial_states=True, seed=11))
