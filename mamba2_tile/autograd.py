@@ -131,6 +131,7 @@ def _bwd_chunk_by_heads(x, dt_chunks, dA_cumsum, B, C, chunk_states, dstates, dy
             KernelLaunch(launch.grid, launch.kernel, tuple(args.values())).run()
             dB[:, :, g] += dB_heads.sum(2)
             dC[:, :, g] += dC_heads.sum(2)
+            del dB_heads, dC_heads      # freed before the next launch allocates its own
     return dx, ddt, dB, dC, ddA_terms
 
 
@@ -145,22 +146,25 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
                                         dt_softplus=dt_softplus, dt_limit=tuple(dt_limit))
     chunk_states, final_states = fwd_pass_state(x, B, dt_chunks, dA_cumsum, initial_states)
 
-    x32 = x.float()
-    dy = torch.zeros(x.shape, dtype=torch.float32, device=x.device) if dy is None else dy.float()
+    # Without a gate the kernels read dy as it came (they round it to the input dtype for
+    # their mma anyway): no float32 copy.
+    dy = torch.zeros_like(x) if dy is None else dy.contiguous()
     if dfinal_states is None:
         dfinal_states = torch.zeros_like(final_states)
     D_full = None if D is None else (D.float()[:, None] if D.dim() == 1 else D.float())
     dz = None
     if z is not None:
         y_ssd = _scan_output(x, dt_chunks, dA_cumsum, B, C, chunk_states)
-        y_pre = y_ssd if D is None else y_ssd + x32 * D_full
+        y_pre = y_ssd if D is None else y_ssd.addcmul_(x, D_full)
         z32 = z.float()
         gate = torch.sigmoid(z32)
+        dy = dy.float()
         dz = dy * y_pre * gate * (1 + z32 * (1 - gate))     # d silu(z) / dz
         dy = dy * z32 * gate
     dD = None
     if D is not None:
-        dD = (dy * x32).sum((0, 1))
+        # One batch row at a time: float32 temporaries of one row, not of the whole batch.
+        dD = sum((dy_row.float() * x_row).sum(0) for dy_row, x_row in zip(dy, x))
         if D.dim() == 1:
             dD = dD.sum(-1)
 
