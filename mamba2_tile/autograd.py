@@ -6,7 +6,7 @@ saves only the inputs; its backward (:func:`ssd_backward`) recomputes what is ch
 and runs the backward kernels:
 
 1. ``chunk_cumsum`` again (``dA_cumsum``, the prepared ``dt``), ``fwd_pass_state`` again (the
-   state entering each chunk, float32), and, only with a gate ``z``, ``compute_out`` without
+   state entering each chunk, in the input dtype), and, only with a gate ``z``, ``compute_out`` without
    skip and gate, written in float32: the scan's output ``y_ssd``, which the gate's gradient
    needs;
 2. the gate and skip backward (elementwise): ``dz``, ``dD`` and the scan's output gradient ``dy``;
@@ -144,7 +144,10 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
     ngroups, dstate = B.shape[2], B.shape[3]
     dA_cumsum, dt_chunks = chunk_cumsum(dt, A, chunk_size, dt_bias=dt_bias,
                                         dt_softplus=dt_softplus, dt_limit=tuple(dt_limit))
-    chunk_states, final_states = fwd_pass_state(x, B, dt_chunks, dA_cumsum, initial_states)
+    # The states entering each chunk in the input dtype: bwd_chunk rounds them to it for its
+    # mma anyway, and they are the backward's largest buffer (b, h, c, p, n).
+    chunk_states, final_states = fwd_pass_state(x, B, dt_chunks, dA_cumsum, initial_states,
+                                                low_precision_states=True)
 
     # Without a gate the kernels read dy as it came (they round it to the input dtype for
     # their mma anyway): no float32 copy.

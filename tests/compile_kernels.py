@@ -261,10 +261,13 @@ def _backward_examples():
         x = torch.zeros(batch, seqlen, nheads, headdim, dtype=dtype)
         B = torch.zeros(batch, seqlen, ngroups, dstate, dtype=dtype)
         dA_cumsum = torch.zeros(batch, nheads, nchunks, chunk_size)
-        dy = torch.zeros(x.shape)
+        # dy: float32 behind a gate, as given (here bfloat16) without one.
+        dy = torch.zeros(x.shape, dtype=dtype if dtype == torch.bfloat16 else torch.float32)
         states = torch.zeros(batch, nheads, nchunks, headdim, dstate)
         passing, _ = bwd_state_pass_launch(dy, B, dA_cumsum, states[:, :, 0])
-        chunk, _ = bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), states, states, dy)
+        # chunk_states in the input dtype, as the backward recomputes them.
+        chunk, _ = bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), states.to(dtype),
+                                    states, dy)
         tag = f"{str(dtype).removeprefix('torch.')}-chunk{chunk_size}-p{headdim}-n{dstate}"
         for name, launch in [("bwd_state_pass", passing), ("bwd_chunk", chunk)]:
             yield f"{name}[{tag}]", launch.kernel, launch.args

@@ -48,7 +48,7 @@ from mamba2_tile.tile import ct
 @ct.kernel
 def bwd_chunk_kernel(
     x, dt, dA_cumsum, B, C,          # (b, l, h, p), (b, h, c, s) x2, (b, l, g, n) x2
-    chunk_states, dstates, dy,       # (b, h, c, p, n) f32 x2, (b, l, h, p) f32
+    chunk_states, dstates, dy,       # (b, h, c, p, n) any float dtype, f32; (b, l, h, p)
     dx, ddt, dB, dC,                 # out, f32: (b, l, h, p), (b, h, c, s), (b, l, h, n) x2
     ddA_terms,                       # out, f32: (b, h, c, 3, s)
     CHUNK_SIZE: ct.Constant[int],
@@ -72,7 +72,7 @@ def bwd_chunk_kernel(
     dh = ct.reshape(ct.load(dstates, (b, h, c, 0, 0), (1, 1, 1, HEADDIM, DSTATE),
                             padding_mode=zero), (HEADDIM, DSTATE))
     h_enter = ct.reshape(ct.load(chunk_states, (b, h, c, 0, 0), (1, 1, 1, HEADDIM, DSTATE),
-                                 padding_mode=zero), (HEADDIM, DSTATE))
+                                 padding_mode=zero), (HEADDIM, DSTATE)).astype(ct.float32)
     # exp(dA_last) <dh, h_c>: dA_last's gradient through the entering state, in float32.
     entering = ct.sum(ct.sum(dh * h_enter, axis=1, keepdims=True), axis=0, keepdims=True)
     entering = ct.reshape(entering * ct.exp2(dA_last, flush_to_zero=True), (1,))
