@@ -171,7 +171,9 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
         if D.dim() == 1:
             dD = dD.sum(-1)
 
-    dstates, dinitial_states = bwd_state_pass(dy, C, dA_cumsum, dfinal_states.float())
+    # dstates in the input dtype too: bwd_chunk rounds them to it for its mma as well.
+    dstates, dinitial_states = bwd_state_pass(dy, C, dA_cumsum, dfinal_states.float(),
+                                              low_precision_states=True)
     dx, ddt_chunks, dB, dC, ddA_terms = _bwd_chunk_by_heads(
         x, dt_chunks, dA_cumsum, B, C, chunk_states, dstates, dy)
     if D is not None:

@@ -264,10 +264,11 @@ def _backward_examples():
         # dy: float32 behind a gate, as given (here bfloat16) without one.
         dy = torch.zeros(x.shape, dtype=dtype if dtype == torch.bfloat16 else torch.float32)
         states = torch.zeros(batch, nheads, nchunks, headdim, dstate)
-        passing, _ = bwd_state_pass_launch(dy, B, dA_cumsum, states[:, :, 0])
-        # chunk_states in the input dtype, as the backward recomputes them.
+        passing, _ = bwd_state_pass_launch(dy, B, dA_cumsum, states[:, :, 0],
+                                           low_precision_states=True)
+        # chunk_states and dstates in the input dtype, as the backward uses them.
         chunk, _ = bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), states.to(dtype),
-                                    states, dy)
+                                    states.to(dtype), dy)
         tag = f"{str(dtype).removeprefix('torch.')}-chunk{chunk_size}-p{headdim}-n{dstate}"
         for name, launch in [("bwd_state_pass", passing), ("bwd_chunk", chunk)]:
             yield f"{name}[{tag}]", launch.kernel, launch.args

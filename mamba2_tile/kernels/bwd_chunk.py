@@ -48,7 +48,7 @@ from mamba2_tile.tile import ct
 @ct.kernel
 def bwd_chunk_kernel(
     x, dt, dA_cumsum, B, C,          # (b, l, h, p), (b, h, c, s) x2, (b, l, g, n) x2
-    chunk_states, dstates, dy,       # (b, h, c, p, n) any float dtype, f32; (b, l, h, p)
+    chunk_states, dstates, dy,       # (b, h, c, p, n) x2, (b, l, h, p): any float dtype
     dx, ddt, dB, dC,                 # out, f32: (b, l, h, p), (b, h, c, s), (b, l, h, n) x2
     ddA_terms,                       # out, f32: (b, h, c, 3, s)
     CHUNK_SIZE: ct.Constant[int],
@@ -70,7 +70,7 @@ def bwd_chunk_kernel(
     dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)),
                          (1, 1)) * LOG2E
     dh = ct.reshape(ct.load(dstates, (b, h, c, 0, 0), (1, 1, 1, HEADDIM, DSTATE),
-                            padding_mode=zero), (HEADDIM, DSTATE))
+                            padding_mode=zero), (HEADDIM, DSTATE)).astype(ct.float32)
     h_enter = ct.reshape(ct.load(chunk_states, (b, h, c, 0, 0), (1, 1, 1, HEADDIM, DSTATE),
                                  padding_mode=zero), (HEADDIM, DSTATE)).astype(ct.float32)
     # exp(dA_last) <dh, h_c>: dA_last's gradient through the entering state, in float32.

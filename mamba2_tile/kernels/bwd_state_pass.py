@@ -29,7 +29,7 @@ from mamba2_tile.tile import ct
 @ct.kernel
 def bwd_state_pass_kernel(
     dy, C, dA_cumsum, dfinal_states,   # (b, l, h, p) f32, (b, l, g, n), (b, h, c, s), (b, h, p, n)
-    dstates, dinitial_states,          # out: (b, h, c, p, n) f32, (b, h, p, n) f32
+    dstates, dinitial_states,          # out: (b, h, c, p, n) f32 or C's dtype, (b, h, p, n) f32
     CHUNK_SIZE: ct.Constant[int],
     BLOCK_P: ct.Constant[int],
     BLOCK_N: ct.Constant[int],
@@ -49,7 +49,7 @@ def bwd_state_pass_kernel(
     for k in range(nchunks):
         c = nchunks - 1 - k
         ct.store(dstates, (b, h, c, p_tile, n_tile),
-                 ct.reshape(dstate, (1, 1, 1, BLOCK_P, BLOCK_N)))
+                 ct.reshape(dstate.astype(dstates.dtype), (1, 1, 1, BLOCK_P, BLOCK_N)))
         # In log2 units: every exp is an exp2 (kernels/exp2.py). dA_cumsum <= 0 in a chunk.
         dA = ct.reshape(ct.load(dA_cumsum, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)),
                         (CHUNK_SIZE, 1)) * LOG2E
@@ -73,15 +73,16 @@ def bwd_state_pass_tiles(headdim, dstate):
     return min(next_power_of_2(headdim), 64), min(next_power_of_2(dstate), 64)
 
 
-def bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states):
+def bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states, low_precision_states=False):
     """Allocate the outputs and plan the launch; returns
-    ``(KernelLaunch, (dstates, dinitial_states))``, both float32: ``dstates`` (b, h, c, p, n)
-    the gradient of the state leaving each chunk, ``dinitial_states`` (b, h, p, n)."""
+    ``(KernelLaunch, (dstates, dinitial_states))``: ``dstates`` (b, h, c, p, n) the gradient of
+    the state leaving each chunk, float32 or, with ``low_precision_states``, in the dtype of
+    ``C`` (the walk itself stays float32); ``dinitial_states`` (b, h, p, n) float32."""
     batch, _, nheads, headdim = dy.shape
     dstate = C.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
-    dstates = torch.empty(batch, nheads, nchunks, headdim, dstate, dtype=torch.float32,
-                          device=dy.device)
+    dstates = torch.empty(batch, nheads, nchunks, headdim, dstate, device=dy.device,
+                          dtype=C.dtype if low_precision_states else torch.float32)
     dinitial_states = torch.empty(batch, nheads, headdim, dstate, dtype=torch.float32,
                                   device=dy.device)
     block_p, block_n = bwd_state_pass_tiles(headdim, dstate)
@@ -91,8 +92,9 @@ def bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states):
     return KernelLaunch(grid, bwd_state_pass_kernel, args), (dstates, dinitial_states)
 
 
-def bwd_state_pass(dy, C, dA_cumsum, dfinal_states):
+def bwd_state_pass(dy, C, dA_cumsum, dfinal_states, low_precision_states=False):
     """Run the backward state pass; returns ``(dstates, dinitial_states)``."""
-    launch, outputs = bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states)
+    launch, outputs = bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states,
+                                            low_precision_states)
     launch.run()
     return outputs
