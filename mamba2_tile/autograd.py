@@ -157,13 +157,19 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
     D_full = None if D is None else (D.float()[:, None] if D.dim() == 1 else D.float())
     dz = None
     if z is not None:
-        y_ssd = _scan_output(x, dt_chunks, dA_cumsum, B, C, chunk_states)
-        y_pre = y_ssd if D is None else y_ssd.addcmul_(x, D_full)
-        z32 = z.float()
-        gate = torch.sigmoid(z32)
-        dy = dy.float()
-        dz = dy * y_pre * gate * (1 + z32 * (1 - gate))     # d silu(z) / dz
-        dy = dy * z32 * gate
+        # In place on our own float32 buffers: four of (b, l, h, p) at most, dz returned early
+        # in z's dtype, and no y_ssd at all when z needs no gradient.
+        gate = z.to(torch.float32, copy=True).sigmoid_()
+        dy = dy.to(torch.float32, copy=True)            # ours to gate in place
+        if needs[6]:
+            dz = _scan_output(x, dt_chunks, dA_cumsum, B, C, chunk_states)       # y_ssd
+            if D is not None:
+                dz.addcmul_(x, D_full)                                           # y_pre
+            dz.mul_(dy).mul_(gate)
+            dz.mul_(torch.sub(1, gate).mul_(z).add_(1))        # d silu(z) / dz = g (1 + z (1 - g))
+            dz = dz.to(z.dtype)
+        dy.mul_(z).mul_(gate)
+        del gate
     dD = None
     if D is not None:
         # One batch row at a time: float32 temporaries of one row, not of the whole batch.

@@ -120,3 +120,21 @@ def test_bwd_chunk_one_head_per_launch(monkeypatch):
     monkeypatch.setattr(autograd, "BWD_CHUNK_MIN_BLOCKS", 1)
     check(Case(batch=2, seqlen=100, nheads=4, headdim=4, ngroups=2, dstate=16, D="channel",
                z=True, initial_states=True, seed=11))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_backward_leaves_inputs_and_output_gradient_untouched(dtype):
+    # The backward works in place on its own float32 buffers only: float32 inputs and a
+    # float32 output gradient are not copied by .float(), so they must not be among them.
+    case = Case(seqlen=70, nheads=2, headdim=8, dstate=8, dtype=dtype, D="channel", z=True,
+                initial_states=True, seed=12)
+    inputs = make_case(case)
+    leaves = {name: t.clone().requires_grad_() for name, t in inputs.items()}
+    y = mamba_chunk_scan_combined(**leaves, chunk_size=64)
+    dy = torch.randn(y.shape, generator=torch.Generator().manual_seed(0)).to(dtype)
+    dy_copy = dy.clone()
+    versions = {name: t._version for name, t in leaves.items()}
+    y.backward(dy)
+    assert torch.equal(dy, dy_copy) and dy._version == 0
+    for name, t in leaves.items():
+        assert t._version == versions[name] and torch.equal(t.detach(), inputs[name]), name
