@@ -91,15 +91,18 @@ def _scan_output(x, dt_chunks, dA_cumsum, B, C, chunk_states):
     return y_ssd
 
 
-# Enough blocks in one bwd_chunk launch to fill an H200 many times over (132 SMs, one block each).
-BWD_CHUNK_MIN_BLOCKS = 2048
+# Enough work in one bwd_chunk launch to fill an H200 many times over: (head, position) rows
+# for 2048 blocks of a 64-long chunk (132 SMs, one block each; a longer chunk's block does
+# proportionally more).
+BWD_CHUNK_MIN_ROWS = 2048 * 64
 
 
-def _heads_per_launch(batch, nchunks, heads_per_group):
+def _heads_per_launch(batch, nchunks, chunk_size, heads_per_group):
     """The fewest heads of a group per bwd_chunk launch that still give it
-    ``BWD_CHUNK_MIN_BLOCKS`` blocks (a divisor of ``heads_per_group``)."""
+    ``BWD_CHUNK_MIN_ROWS`` rows (a divisor of ``heads_per_group``)."""
+    rows_per_head = batch * nchunks * chunk_size
     for heads in range(1, heads_per_group + 1):
-        if heads_per_group % heads == 0 and batch * nchunks * heads >= BWD_CHUNK_MIN_BLOCKS:
+        if heads_per_group % heads == 0 and rows_per_head * heads >= BWD_CHUNK_MIN_ROWS:
             return heads
     return heads_per_group
 
@@ -112,7 +115,7 @@ def _bwd_chunk_by_heads(x, dt_chunks, dA_cumsum, B, C, chunk_states, dstates, dy
     ngroups, dstate = B.shape[2], B.shape[3]
     nchunks = dA_cumsum.shape[2]
     heads_per_group = nheads // ngroups
-    heads = _heads_per_launch(batch, nchunks, heads_per_group)
+    heads = _heads_per_launch(batch, nchunks, dA_cumsum.shape[3], heads_per_group)
     f32 = dict(dtype=torch.float32, device=x.device)
     dx = torch.empty(x.shape, **f32)
     # Zeros: blocks past seqlen are never stored, and the caller sums whole chunks.
@@ -131,7 +134,7 @@ def _bwd_chunk_by_heads(x, dt_chunks, dA_cumsum, B, C, chunk_states, dstates, dy
             KernelLaunch(launch.grid, launch.kernel, tuple(args.values())).run()
             dB[:, :, g] += dB_heads.sum(2)
             dC[:, :, g] += dC_heads.sum(2)
-            del dB_heads, dC_heads      # freed before the next launch allocates its own
+            del launch, args, dB_heads, dC_heads    # freed before the next launch's
     return dx, ddt, dB, dC, ddA_terms
 
 

@@ -117,7 +117,7 @@ def test_bfloat16_decay_gradients_as_accurate_as_the_rest(chunk_size):
 def test_bwd_chunk_one_head_per_launch(monkeypatch):
     # The backward runs bwd_chunk over slices of each group's heads (their per-head dB, dC
     # summed slice by slice); small problems fit one launch per group, so force one head each.
-    monkeypatch.setattr(autograd, "BWD_CHUNK_MIN_BLOCKS", 1)
+    monkeypatch.setattr(autograd, "BWD_CHUNK_MIN_ROWS", 1)
     check(Case(batch=2, seqlen=100, nheads=4, headdim=4, ngroups=2, dstate=16, D="channel",
                z=True, initial_states=True, seed=11))
 
