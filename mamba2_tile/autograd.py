@@ -6,9 +6,8 @@ saves only the inputs; its backward (:func:`ssd_backward`) recomputes what is ch
 and runs the backward kernels:
 
 1. ``chunk_cumsum`` again (``dA_cumsum``, the prepared ``dt``), ``fwd_pass_state`` again (the
-   state entering each chunk, in the input dtype), and, only with a gate ``z``, ``compute_out`` without
-   skip and gate, written in float32: the scan's output ``y_ssd``, which the gate's gradient
-   needs;
+   state entering each chunk, in the input dtype), and, only when ``z`` needs a gradient,
+   ``compute_out`` without skip and gate, written in float32: the scan's output ``y_ssd``;
 2. the gate and skip backward (elementwise): ``dz``, ``dD`` and the scan's output gradient ``dy``;
 3. :mod:`mamba2_tile.kernels.bwd_state_pass`: the state gradient walking the chunks in reverse,
    ending at the gradient of ``initial_states``;

@@ -30,10 +30,10 @@ written position ``j``, so its gradient is ``C_k · dC_k - B_k · dB_k`` (plus, 
 last position, the decay of the whole chunk: see :mod:`mamba2_tile.autograd`). The kernel writes
 the three row sums ``C_k · dC_k``, ``B_k · dB_k`` and ``B_k · dB_k``'s part through ``dh``, in
 float32, to ``ddA_terms`` (the last with ``exp(dA_last) <dh, h_c>`` added at the chunk's first
-position: its sum over the chunk is ``<dh, h_{c+1}>``, the gradient of ``dA_last``). Both sides sum the *same* rounded pieces ``(L ∘ dy xᵀ) dt`` (rounded
-once to the input dtype, the ``dt_j`` factor included on both sides), times ``C_i · B_j``: the
-caller's running sum over a chunk cancels the pairs that lie on one side of each position
-exactly, in float32. Pieces rounded differently on the two sides (as ``dy · y`` from the forward
+position: its sum over the chunk is ``<dh, h_{c+1}>``, the gradient of ``dA_last``). Both sides
+sum the *same* rounded pieces ``(L ∘ dy xᵀ) dt`` (rounded once to the input dtype, the ``dt_j``
+factor included on both sides), times ``C_i · B_j``: the caller's running sum over a chunk
+cancels the pairs that lie on one side of each position exactly, in float32. Pieces rounded differently on the two sides (as ``dy · y`` from the forward
 against ``dt ddt``) cancel only to the input dtype's precision, an error that grows with the
 chunk length.
 """

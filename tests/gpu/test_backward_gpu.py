@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from mamba2_tile import dispatch
+from mamba2_tile import autograd, dispatch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kernels"))  # grad_cases
 
-from grad_cases import check  # noqa: E402
+from grad_cases import DECAY_ERROR_RATIO, bfloat16_relative_errors, check  # noqa: E402
 from ssd_cases import Case  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not dispatch.gpu_available(),
@@ -62,3 +62,19 @@ def test_bfloat16():
     case = Case(batch=2, seqlen=200, nheads=4, headdim=64, dstate=64, dtype=torch.bfloat16,
                 D="head", z=True, initial_states=True, seed=12)
     check(case, 64, tolerance=BFLOAT16_TOLERANCE, device="cuda")
+
+
+@pytest.mark.parametrize("chunk_size", [64, 256])
+def test_bfloat16_decay_gradients_as_accurate_as_the_rest(chunk_size):
+    # As tests/kernels/test_backward.py's, at a model's head shape on the GPU's kernels.
+    error = bfloat16_relative_errors(2, 2048, 8, 64, 128, chunk_size, device="cuda")
+    bound = DECAY_ERROR_RATIO * max(error["x"], error["B"], error["C"])
+    assert error["A"] <= bound and error["dt"] <= bound, error
+
+
+def test_bwd_chunk_over_head_slices(monkeypatch):
+    # Strided head slices of x, dy, the states and the outputs, one head per launch.
+    monkeypatch.setattr(autograd, "BWD_CHUNK_MIN_ROWS", 1)
+    case = Case(batch=2, seqlen=300, nheads=4, headdim=64, dstate=64, ngroups=2,
+                dtype=torch.bfloat16, D="channel", z=True, initial_states=True, seed=13)
+    check(case, 128, tolerance=BFLOAT16_TOLERANCE, device="cuda")
