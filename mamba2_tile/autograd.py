@@ -22,7 +22,7 @@ and runs the backward kernels:
    ``dA`` and the rest of ``ddt``; then ``dt``'s chain back through the clamp to ``dt_limit``
    (no gradient where clamped), the softplus and ``dt_bias``. The running sum cancels the
    pairs of positions on one side of ``k``: it is exact only if both row sums hold the same
-   rounded pieces, which is why the kernel computes both from its own tiles (and why
+   values, unrounded, which is why the kernel computes both from its float32 tiles (and why
    ``<dh_{c+1}, h_{c+1}>`` is summed from the kernel's pieces, ``exp(dA_last) <dh_{c+1}, h_c>``
    plus the ``B · dB`` terms through ``dh_{c+1}``: from the forward's ``h_{c+1}`` it cancels
    against those terms only to the input dtype's precision).

@@ -30,12 +30,14 @@ written position ``j``, so its gradient is ``C_k · dC_k - B_k · dB_k`` (plus, 
 last position, the decay of the whole chunk: see :mod:`mamba2_tile.autograd`). The kernel writes
 the three row sums ``C_k · dC_k``, ``B_k · dB_k`` and ``B_k · dB_k``'s part through ``dh``, in
 float32, to ``ddA_terms`` (the last with ``exp(dA_last) <dh, h_c>`` added at the chunk's first
-position: its sum over the chunk is ``<dh, h_{c+1}>``, the gradient of ``dA_last``). Both sides
-sum the *same* rounded pieces ``(L ∘ dy xᵀ) dt`` (rounded once to the input dtype, the ``dt_j``
-factor included on both sides), times ``C_i · B_j``: the caller's running sum over a chunk
-cancels the pairs that lie on one side of each position exactly, in float32. Pieces rounded differently on the two sides (as ``dy · y`` from the forward
-against ``dt ddt``) cancel only to the input dtype's precision, an error that grows with the
-chunk length.
+position: its sum over the chunk is ``<dh, h_{c+1}>``, the gradient of ``dA_last``). Their
+in-chunk parts are sums of the pairs ``L_ij (C_i · B_j) dt_j (dy_i · x_j)``, taken from the
+float32 ``mma`` results before any rounding (the dC loop makes ``C Bᵀ`` once more for it): the
+caller's running sum over a chunk cancels the pairs on one side of each position, and it
+cancels them exactly only when both sides hold the same values, with nothing rounded to the
+input dtype. (Taken as ``dy · y`` from the forward against ``dt ddt``, or from ``dC`` and ``dB``
+whose pieces are rounded, the pairs cancel to the input dtype's precision: an error that grows
+with the chunk.)
 """
 
 import torch
@@ -98,12 +100,10 @@ def bwd_chunk_kernel(
             u = u * to_end
             # B_j · dB_j's part through dh, as dt_j x_j · u: the same products, fewer registers;
             # the entering state's term rides on the chunk's first position.
-            B_dB_through_dh = ct.sum(x_j.astype(ct.float32) * u, axis=1) * ct.reshape(
-                dt_j, (BLOCK_M,))
+            B_dB = ct.sum(x_j.astype(ct.float32) * u, axis=1) * ct.reshape(dt_j, (BLOCK_M,))
             first = (j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32)) == 0
-            B_dB_through_dh = B_dB_through_dh + ct.where(first, entering, 0.0)
             ct.store(ddA_terms, (b, h, c, 2, j),
-                     ct.reshape(B_dB_through_dh, (1, 1, 1, 1, BLOCK_M)))
+                     ct.reshape(B_dB + ct.where(first, entering, 0.0), (1, 1, 1, 1, BLOCK_M)))
             dB_j = ct.mma(x_j, dh, ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32))
             dB_j = dB_j * (to_end * dt_j)
             cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
@@ -127,21 +127,20 @@ def bwd_chunk_kernel(
                     causal = rows >= cols
                     scores_t = ct.mma(B_j, ct.transpose(C_i),
                                       ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                    scores_t = ct.where(causal, scores_t * decay, 0.0).astype(mma_dtype)
-                    u = ct.mma(scores_t, dy_i, u)
                     dyx_t = ct.mma(x_j, ct.transpose(dy_i),
                                    ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                    # dt_j before the rounding: the very pieces the dC loop rounds.
-                    dyx_t = ct.where(causal, dyx_t * decay * dt_j, 0.0).astype(mma_dtype)
-                    dB_j = ct.mma(dyx_t, C_i, dB_j)
+                    dyx_t = ct.where(causal, dyx_t * decay * dt_j, 0.0)
+                    # B_j · dB_j's pairs, from the float32 tiles (the dC loop makes the same).
+                    B_dB = B_dB + ct.sum(scores_t * dyx_t, axis=1)
+                    scores_t = ct.where(causal, scores_t * decay, 0.0).astype(mma_dtype)
+                    u = ct.mma(scores_t, dy_i, u)
+                    dB_j = ct.mma(dyx_t.astype(mma_dtype), C_i, dB_j)
             ct.store(dx, (b, col_block, h, 0),
                      ct.reshape(u * dt_j, (1, BLOCK_M, 1, HEADDIM)))
             ddt_j = ct.sum(x_j.astype(ct.float32) * u, axis=1)
             ct.store(ddt, (b, h, c, j), ct.reshape(ddt_j, (1, 1, 1, BLOCK_M)))
             ct.store(dB, (b, col_block, h, 0), ct.reshape(dB_j, (1, BLOCK_M, 1, DSTATE)))
-            ct.store(ddA_terms, (b, h, c, 1, j),
-                     ct.reshape(ct.sum(B_j.astype(ct.float32) * dB_j, axis=1),
-                                (1, 1, 1, 1, BLOCK_M)))
+            ct.store(ddA_terms, (b, h, c, 1, j), ct.reshape(B_dB, (1, 1, 1, 1, BLOCK_M)))
 
     # dC: row blocks i, each summing over the column blocks j <= i.
     for i in range(blocks_per_chunk):
@@ -151,8 +150,11 @@ def bwd_chunk_kernel(
                               (BLOCK_M, 1)) * LOG2E
             dy_i = ct.load(dy, (b, row_block, h, 0), (1, BLOCK_M, 1, HEADDIM), padding_mode=zero)
             dy_i = ct.reshape(dy_i, (BLOCK_M, HEADDIM)).astype(mma_dtype)
+            C_i = ct.load(C, (b, row_block, g, 0), (1, BLOCK_M, 1, DSTATE), padding_mode=zero)
+            C_i = ct.reshape(C_i, (BLOCK_M, DSTATE)).astype(mma_dtype)
             dC_i = ct.mma(dy_i, h_enter, ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32))
             dC_i = dC_i * ct.exp2(dA_i, flush_to_zero=True)
+            C_dC = ct.sum(C_i.astype(ct.float32) * dC_i, axis=1)
             rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
             for j in range(i + 1):
                 col_block = c * blocks_per_chunk + j
@@ -170,13 +172,14 @@ def bwd_chunk_kernel(
                                 flush_to_zero=True)
                 dyx = ct.mma(dy_i, ct.transpose(x_j),
                              ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                dyx = ct.where(rows >= cols, dyx * decay * dt_j, 0.0).astype(mma_dtype)
-                dC_i = ct.mma(dyx, B_j, dC_i)
+                dyx = ct.where(rows >= cols, dyx * decay * dt_j, 0.0)
+                # C_i · dC_i's pairs from float32 tiles: C Bᵀ again, the j loop's scores.
+                scores = ct.mma(C_i, ct.transpose(B_j),
+                                ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
+                C_dC = C_dC + ct.sum(scores * dyx, axis=1)
+                dC_i = ct.mma(dyx.astype(mma_dtype), B_j, dC_i)
             ct.store(dC, (b, row_block, h, 0), ct.reshape(dC_i, (1, BLOCK_M, 1, DSTATE)))
-            C_i = ct.load(C, (b, row_block, g, 0), (1, BLOCK_M, 1, DSTATE), padding_mode=zero)
-            C_i = ct.reshape(C_i, (BLOCK_M, DSTATE)).astype(ct.float32)
-            ct.store(ddA_terms, (b, h, c, 0, i),
-                     ct.reshape(ct.sum(C_i * dC_i, axis=1), (1, 1, 1, 1, BLOCK_M)))
+            ct.store(ddA_terms, (b, h, c, 0, i), ct.reshape(C_dC, (1, 1, 1, 1, BLOCK_M)))
 
 
 def bwd_chunk_block_m(chunk_size):
