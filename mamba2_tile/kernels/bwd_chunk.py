@@ -104,8 +104,8 @@ def bwd_chunk_kernel(
             first = (j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32)) == 0
             ct.store(ddA_terms, (b, h, c, 2, j),
                      ct.reshape(B_dB + ct.where(first, entering, 0.0), (1, 1, 1, 1, BLOCK_M)))
-            dB_j = ct.mma(x_j, dh, ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32))
-            dB_j = dB_j * (to_end * dt_j)
+            dB_j = ct.mma(x_j, dh, ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32)) * to_end
+            B_dB_pairs = ct.zeros((BLOCK_M,), dtype=ct.float32)
             cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
             for i in range(j, blocks_per_chunk):
                 row_block = c * blocks_per_chunk + i
@@ -129,9 +129,10 @@ def bwd_chunk_kernel(
                                       ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
                     dyx_t = ct.mma(x_j, ct.transpose(dy_i),
                                    ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                    dyx_t = ct.where(causal, dyx_t * decay * dt_j, 0.0)
-                    # B_j · dB_j's pairs, from the float32 tiles (the dC loop makes the same).
-                    B_dB = B_dB + ct.sum(scores_t * dyx_t, axis=1)
+                    dyx_t = ct.where(causal, dyx_t * decay, 0.0)
+                    # B_j · dB_j's pairs (dt_j aside), from the float32 tiles (the dC loop
+                    # makes the same).
+                    B_dB_pairs = B_dB_pairs + ct.sum(scores_t * dyx_t, axis=1)
                     scores_t = ct.where(causal, scores_t * decay, 0.0).astype(mma_dtype)
                     u = ct.mma(scores_t, dy_i, u)
                     dB_j = ct.mma(dyx_t.astype(mma_dtype), C_i, dB_j)
@@ -139,7 +140,9 @@ def bwd_chunk_kernel(
                      ct.reshape(u * dt_j, (1, BLOCK_M, 1, HEADDIM)))
             ddt_j = ct.sum(x_j.astype(ct.float32) * u, axis=1)
             ct.store(ddt, (b, h, c, j), ct.reshape(ddt_j, (1, 1, 1, BLOCK_M)))
-            ct.store(dB, (b, col_block, h, 0), ct.reshape(dB_j, (1, BLOCK_M, 1, DSTATE)))
+            ct.store(dB, (b, col_block, h, 0),
+                     ct.reshape(dB_j * dt_j, (1, BLOCK_M, 1, DSTATE)))
+            B_dB = B_dB + B_dB_pairs * ct.reshape(dt_j, (BLOCK_M,))
             ct.store(ddA_terms, (b, h, c, 1, j), ct.reshape(B_dB, (1, 1, 1, 1, BLOCK_M)))
 
     # dC: row blocks i, each summing over the column blocks j <= i.
