@@ -81,15 +81,9 @@ class SSDFunction(torch.autograd.Function):
         return (None, None) + grads
 
 
-def _to_chunks(t, chunk_size):
-    """(b, l, h) -> (b, h, c, s), zero past seqlen: the chunk layout of ``dt``."""
-    pad = -t.shape[1] % chunk_size
-    t = F.pad(t, (0, 0, 0, pad))
-    return t.reshape(t.shape[0], -1, chunk_size, t.shape[2]).permute(0, 3, 1, 2)
-
-
 def _from_chunks(t, seqlen):
-    """(b, h, c, s) -> (b, l, h): the inverse of :func:`_to_chunks`."""
+    """(b, h, c, s) -> (b, l, h), dropping what lies past seqlen: the layout of ``dt`` from
+    the chunk layout of ``dt_chunks``."""
     b, h, c, s = t.shape
     return t.permute(0, 2, 3, 1).reshape(b, c * s, h)[:, :seqlen]
 
@@ -216,8 +210,7 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
     ``seq_idx`` (b, l) int32: the packing of the forward call; ``dvarlen_states``
     (num_sequences, h, p, n), with ``cu_seqlens``: the gradient of each sequence's last state
     (module doc)."""
-    batch, seqlen, nheads, headdim = x.shape
-    ngroups, dstate = B.shape[2], B.shape[3]
+    seqlen, nheads = x.shape[1], x.shape[2]
     dA_cumsum, dt_chunks = chunk_cumsum(dt, A, chunk_size, dt_bias=dt_bias,
                                         dt_softplus=dt_softplus, dt_limit=tuple(dt_limit))
     # The states entering each chunk in the input dtype: bwd_chunk rounds them to it for its
