@@ -106,17 +106,18 @@ def _heads_per_launch(batch, nchunks, chunk_size, heads_per_group):
     return heads_per_group
 
 
-def _bwd_chunk_by_heads(x, dt_chunks, dA_cumsum, B, C, chunk_states, dstates, dy):
+def _bwd_chunk_by_heads(x, dt_chunks, dA_cumsum, B, C, chunk_states, dstates, dy, D_full):
     """:func:`bwd_chunk` over slices of the heads of each group: the per-head ``dB`` and ``dC``
-    (float32, ``dstate`` wide) exist for one slice at a time and are summed into the group's.
-    Returns ``(dx, ddt, dB, dC, ddA_terms)``, ``dB`` and ``dC`` (b, l, g, n) float32."""
+    (float32, ``dstate`` wide) and ``dx`` (float32, before the skip's ``D dy``) exist for one
+    slice at a time, summed into the group's and finished into ``x``'s dtype. Returns
+    ``(dx, ddt, dB, dC, ddA_terms)``, ``dB`` and ``dC`` (b, l, g, n) float32."""
     batch, seqlen, nheads, headdim = x.shape
     ngroups, dstate = B.shape[2], B.shape[3]
     nchunks = dA_cumsum.shape[2]
     heads_per_group = nheads // ngroups
     heads = _heads_per_launch(batch, nchunks, dA_cumsum.shape[3], heads_per_group)
     f32 = dict(dtype=torch.float32, device=x.device)
-    dx = torch.empty(x.shape, **f32)
+    dx = torch.empty_like(x)
     # Zeros: blocks past seqlen are never stored, and the caller sums whole chunks.
     ddt = torch.zeros(dA_cumsum.shape, **f32)
     ddA_terms = torch.zeros(batch, nheads, nchunks, 3, dA_cumsum.shape[3], **f32)
@@ -129,11 +130,15 @@ def _bwd_chunk_by_heads(x, dt_chunks, dA_cumsum, B, C, chunk_states, dstates, dy
                 x[:, :, h], dt_chunks[:, h], dA_cumsum[:, h], B[:, :, g:g + 1],
                 C[:, :, g:g + 1], chunk_states[:, h], dstates[:, h], dy[:, :, h])
             args = launch.named_args()
-            args.update(dx=dx[:, :, h], ddt=ddt[:, h], ddA_terms=ddA_terms[:, h])
+            args.update(ddt=ddt[:, h], ddA_terms=ddA_terms[:, h])
             KernelLaunch(launch.grid, launch.kernel, tuple(args.values())).run()
+            dx_heads = args["dx"]
+            if D_full is not None:
+                dx_heads.addcmul_(dy[:, :, h], D_full[h])
+            dx[:, :, h] = dx_heads
             dB[:, :, g] += dB_heads.sum(2)
             dC[:, :, g] += dC_heads.sum(2)
-            del launch, args, dB_heads, dC_heads    # freed before the next launch's
+            del launch, args, dx_heads, dB_heads, dC_heads    # freed before the next launch's
     return dx, ddt, dB, dC, ddA_terms
 
 
@@ -183,9 +188,7 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
     dstates, dinitial_states = bwd_state_pass(dy, C, dA_cumsum, dfinal_states.float(),
                                               low_precision_states=True)
     dx, ddt_chunks, dB, dC, ddA_terms = _bwd_chunk_by_heads(
-        x, dt_chunks, dA_cumsum, B, C, chunk_states, dstates, dy)
-    if D is not None:
-        dx.addcmul_(dy, D_full)             # dx is ours: the skip's term added in place
+        x, dt_chunks, dA_cumsum, B, C, chunk_states, dstates, dy, D_full)
 
     # dA_cumsum's gradient (module doc, step 5), then each step's: a reverse running sum.
     C_dC, B_dB, dA_last_terms = ddA_terms.unbind(3)                        # (b, h, c, s) each
