@@ -9,10 +9,11 @@ and runs the backward kernels:
    state entering each chunk, in the input dtype), and, only when ``z`` needs a gradient,
    ``compute_out`` without skip and gate, written in float32: the scan's output ``y_ssd``;
 2. the gate and skip backward (elementwise): ``dz``, ``dD`` and the scan's output gradient ``dy``;
-3. :mod:`mamba2_tile.kernels.bwd_state_pass`: the state gradient walking the chunks in reverse,
-   ending at the gradient of ``initial_states``;
+3. :mod:`mamba2_tile.kernels.bwd_state_pass`: the state gradient walking the chunks in reverse
+   (stored in the input dtype), ending at the gradient of ``initial_states``;
 4. :mod:`mamba2_tile.kernels.bwd_chunk`: ``dx``, ``dB``, ``dC``, ``dt``'s direct gradient and
-   the row sums ``C_k · dC_k``, ``B_k · dB_k`` (per head);
+   the row sums ``C_k · dC_k``, ``B_k · dB_k`` (per head), launched over slices of each group's
+   heads so that its float32 per-head ``dB``, ``dC`` and ``dx`` exist for one slice at a time;
 5. ``dA_cumsum``'s gradient, from step 4::
 
        d dA_cumsum_k = C_k · dC_k - B_k · dB_k   (+ <dh_{c+1}, h_{c+1}> at a chunk's last
