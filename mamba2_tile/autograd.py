@@ -9,10 +9,11 @@ and runs the backward kernels:
    state entering each chunk, in the input dtype), and, only when ``z`` needs a gradient,
    ``compute_out`` without skip and gate, written in float32: the scan's output ``y_ssd``;
 2. the gate and skip backward (elementwise): ``dz``, ``dD`` and the scan's output gradient ``dy``;
-3. :mod:`mamba2_tile.kernels.bwd_state_pass`: the state gradient walking the chunks in reverse,
-   ending at the gradient of ``initial_states``;
+3. :mod:`mamba2_tile.kernels.bwd_state_pass`: the state gradient walking the chunks in reverse
+   (stored in the input dtype), ending at the gradient of ``initial_states``;
 4. :mod:`mamba2_tile.kernels.bwd_chunk`: ``dx``, ``dB``, ``dC``, ``dt``'s direct gradient and
-   the row sums ``C_k · dC_k``, ``B_k · dB_k`` (per head);
+   the row sums ``C_k · dC_k``, ``B_k · dB_k`` (per head), launched over slices of each group's
+   heads so that its float32 per-head ``dB``, ``dC`` and ``dx`` exist for one slice at a time;
 5. ``dA_cumsum``'s gradient, from step 4::
 
        d dA_cumsum_k = C_k · dC_k - B_k · dB_k   (+ <dh_{c+1}, h_{c+1}> at a chunk's last
@@ -167,19 +168,20 @@ def _heads_per_launch(batch, nchunks, chunk_size, heads_per_group):
     return heads_per_group
 
 
-def _bwd_chunk_by_heads(x, dt_chunks, dA_cumsum, B, C, chunk_states, dstates, dy, seq_idx=None,
-                        dvarlen_states=None, cu_seqlens=None):
+def _bwd_chunk_by_heads(x, dt_chunks, dA_cumsum, B, C, chunk_states, dstates, dy, D_full,
+                        seq_idx=None, dvarlen_states=None, cu_seqlens=None):
     """:func:`bwd_chunk` over slices of the heads of each group: the per-head ``dB`` and ``dC``
-    (float32, ``dstate`` wide) exist for one slice at a time and are summed into the group's.
-    Returns ``(dx, ddt, dB, dC, ddA_terms)``, ``dB`` and ``dC`` (b, l, g, n) float32. The
-    packing arguments as :func:`bwd_chunk`'s (``dvarlen_states`` sliced with the heads)."""
+    (float32, ``dstate`` wide) and ``dx`` (float32, before the skip's ``D dy``) exist for one
+    slice at a time, summed into the group's and finished into ``x``'s dtype. Returns
+    ``(dx, ddt, dB, dC, ddA_terms)``, ``dB`` and ``dC`` (b, l, g, n) float32. The packing
+    arguments as :func:`bwd_chunk`'s (``dvarlen_states`` sliced with the heads)."""
     batch, seqlen, nheads, headdim = x.shape
     ngroups, dstate = B.shape[2], B.shape[3]
     nchunks = dA_cumsum.shape[2]
     heads_per_group = nheads // ngroups
     heads = _heads_per_launch(batch, nchunks, dA_cumsum.shape[3], heads_per_group)
     f32 = dict(dtype=torch.float32, device=x.device)
-    dx = torch.empty(x.shape, **f32)
+    dx = torch.empty_like(x)
     # Zeros: blocks past seqlen are never stored, and the caller sums whole chunks.
     ddt = torch.zeros(dA_cumsum.shape, **f32)
     ddA_terms = torch.zeros(batch, nheads, nchunks, 3, dA_cumsum.shape[3], **f32)
@@ -193,11 +195,15 @@ def _bwd_chunk_by_heads(x, dt_chunks, dA_cumsum, B, C, chunk_states, dstates, dy
                 C[:, :, g:g + 1], chunk_states[:, h], dstates[:, h], dy[:, :, h], seq_idx,
                 None if dvarlen_states is None else dvarlen_states[:, h], cu_seqlens)
             args = launch.named_args()
-            args.update(dx=dx[:, :, h], ddt=ddt[:, h], ddA_terms=ddA_terms[:, h])
+            args.update(ddt=ddt[:, h], ddA_terms=ddA_terms[:, h])
             KernelLaunch(launch.grid, launch.kernel, tuple(args.values())).run()
+            dx_heads = args["dx"]
+            if D_full is not None:
+                dx_heads.addcmul_(dy[:, :, h], D_full[h])
+            dx[:, :, h] = dx_heads
             dB[:, :, g] += dB_heads.sum(2)
             dC[:, :, g] += dC_heads.sum(2)
-            del launch, args, dB_heads, dC_heads    # freed before the next launch's
+            del launch, args, dx_heads, dB_heads, dC_heads    # freed before the next launch's
     return dx, ddt, dB, dC, ddA_terms
 
 
@@ -264,9 +270,7 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
     dstates, dinitial_states = bwd_state_pass(dy, C, dA_cumsum, dfinal_states.float(),
                                               **state_kwargs)
     dx, ddt_chunks, dB, dC, ddA_terms = _bwd_chunk_by_heads(
-        x, dt_chunks, dA_cumsum, B, C, chunk_states, dstates, dy, **chunk_packing)
-    if D is not None:
-        dx.addcmul_(dy, D_full)             # dx is ours: the skip's term added in place
+        x, dt_chunks, dA_cumsum, B, C, chunk_states, dstates, dy, D_full, **chunk_packing)
 
     # dA_cumsum's gradient (module doc, step 5), then each step's: a reverse running sum.
     C_dC, B_dB, dA_last_terms = ddA_terms.unbind(3)                        # (b, h, c, s) each
