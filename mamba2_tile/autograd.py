@@ -6,20 +6,27 @@ saves only the inputs; its backward (:func:`ssd_backward`) recomputes what is ch
 and runs the backward kernels:
 
 1. ``chunk_cumsum`` again (``dA_cumsum``, the prepared ``dt``), ``fwd_pass_state`` again (the
-   state entering each chunk, float32), and ``compute_out`` without skip and gate, written in
-   float32: the scan's output ``y_ssd``, which the gate's gradient and ``dA_cumsum``'s need;
+   state entering each chunk, in the input dtype), and, only when ``z`` needs a gradient,
+   ``compute_out`` without skip and gate, written in float32: the scan's output ``y_ssd``;
 2. the gate and skip backward (elementwise): ``dz``, ``dD`` and the scan's output gradient ``dy``;
-3. :mod:`mamba2_tile.kernels.bwd_state_pass`: the state gradient walking the chunks in reverse,
-   ending at the gradient of ``initial_states``;
-4. :mod:`mamba2_tile.kernels.bwd_chunk`: ``dx``, ``dB``, ``dC`` and ``dt``'s direct gradient;
-5. ``dA_cumsum``'s gradient, from step 4 and two dot products::
+3. :mod:`mamba2_tile.kernels.bwd_state_pass`: the state gradient walking the chunks in reverse
+   (stored in the input dtype), ending at the gradient of ``initial_states``;
+4. :mod:`mamba2_tile.kernels.bwd_chunk`: ``dx``, ``dB``, ``dC``, ``dt``'s direct gradient and
+   the row sums ``C_k · dC_k``, ``B_k · dB_k`` (per head), launched over slices of each group's
+   heads so that its float32 per-head ``dB``, ``dC`` and ``dx`` exist for one slice at a time;
+5. ``dA_cumsum``'s gradient, from step 4::
 
-       d dA_cumsum_k = dy_k · y_ssd_k - dt_k ddt_k  (+ <dh_{c+1}, h_{c+1}> at a chunk's last
-                                                      position: the decay of the whole chunk)
+       d dA_cumsum_k = C_k · dC_k - B_k · dB_k   (+ <dh_{c+1}, h_{c+1}> at a chunk's last
+                                                  position: the decay of the whole chunk)
 
    and its reverse running sum in each chunk, the gradient of each token's step ``dt_k A``:
    ``dA`` and the rest of ``ddt``; then ``dt``'s chain back through the clamp to ``dt_limit``
-   (no gradient where clamped), the softplus and ``dt_bias``.
+   (no gradient where clamped), the softplus and ``dt_bias``. The running sum cancels the
+   pairs of positions on one side of ``k``: it is exact only if both row sums hold the same
+   values, unrounded, which is why the kernel computes both from its float32 tiles (and why
+   ``<dh_{c+1}, h_{c+1}>`` is summed from the kernel's pieces, ``exp(dA_last) <dh_{c+1}, h_c>``
+   plus the ``B · dB`` terms through ``dh_{c+1}``: from the forward's ``h_{c+1}`` it cancels
+   against those terms only to the input dtype's precision).
 
 Steps 2 and 5 are elementwise work and sums in PyTorch (on the tensors' device); the work that
 grows with ``chunk_size x dstate`` runs in the cuTile kernels.
@@ -27,7 +34,7 @@ grows with ``chunk_size x dstate`` runs in the cuTile kernels.
 Packed sequences (``seq_idx``): steps 1, 3 and 4 run the kernels with the forward's masks (no
 state gradient crosses a boundary, no in-chunk pair across one), and step 5 holds unchanged.
 Every term of ``y_ssd`` and of the state leaving a chunk is a masked ``m exp(·)`` of
-``dA_cumsum`` differences, so ``dy_k · y_ssd_k``, ``dt_k ddt_k`` and ``<dh_{c+1}, h_{c+1}>``,
+``dA_cumsum`` differences, so ``C_k · dC_k``, ``B_k · dB_k`` and ``<dh_{c+1}, h_{c+1}>``,
 computed from the masked quantities, are still its gradient; the running sum over the chunk
 only adds up ``dA_cumsum``'s chain rule, and terms of another sequence cancel in it.
 
@@ -36,13 +43,14 @@ last token ``e``, is a jump to ``e`` from the start of ``e``'s chunk ``c`` (its 
 the chunk, and the state entering the chunk if that is ``k``'s). Its gradient ``G_k`` goes to
 the tokens in step 4 (:mod:`mamba2_tile.kernels.bwd_chunk`), to the state entering ``c`` as
 ``exp(dA_e) G_k`` in step 3 (then on backward through the chunks before), and to ``dA_e`` as
-``<G_k, V_k>`` in step 5, ``V_k`` recomputed by :mod:`mamba2_tile.kernels.varlen_states`.
+``<G_k, V_k>`` in step 5, ``V_k`` recomputed by :mod:`mamba2_tile.kernels.varlen_states`
+(``dA_j``'s side of those terms, ``-B_j · dB_j``, comes with step 4's row sums).
 """
 
 import torch
 import torch.nn.functional as F
 
-from mamba2_tile.kernels.bwd_chunk import bwd_chunk
+from mamba2_tile.kernels.bwd_chunk import bwd_chunk_launch
 from mamba2_tile.kernels.bwd_state_pass import bwd_state_pass
 from mamba2_tile.kernels.chunk_cumsum import DA_STEP_MIN, SOFTPLUS_THRESHOLD, chunk_cumsum
 from mamba2_tile.kernels.compute_out import compute_out_launch
@@ -74,15 +82,9 @@ class SSDFunction(torch.autograd.Function):
         return (None, None) + grads
 
 
-def _to_chunks(t, chunk_size):
-    """(b, l, h) -> (b, h, c, s), zero past seqlen: the chunk layout of ``dt``."""
-    pad = -t.shape[1] % chunk_size
-    t = F.pad(t, (0, 0, 0, pad))
-    return t.reshape(t.shape[0], -1, chunk_size, t.shape[2]).permute(0, 3, 1, 2)
-
-
 def _from_chunks(t, seqlen):
-    """(b, h, c, s) -> (b, l, h): the inverse of :func:`_to_chunks`."""
+    """(b, h, c, s) -> (b, l, h), dropping what lies past seqlen: the layout of ``dt`` from
+    the chunk layout of ``dt_chunks``."""
     b, h, c, s = t.shape
     return t.permute(0, 2, 3, 1).reshape(b, c * s, h)[:, :seqlen]
 
@@ -115,7 +117,8 @@ def _varlen_parts(x, B, dt_chunks, dA_cumsum, chunk_states, seq_idx, cu_seqlens,
     enters = (start < chunk * chunk_size) | ((chunk == 0) & first)
     dA_at_last = dA_cumsum[0].reshape(dA_cumsum.shape[1], -1)[:, last].T     # (k, h)
     decay = torch.where(enters[:, None], torch.exp(dA_at_last), 0.0)
-    direct = torch.zeros_like(chunk_states)
+    # float32 whatever the dtype of chunk_states (the backward keeps them in the input dtype).
+    direct = torch.zeros(chunk_states.shape, dtype=torch.float32, device=chunk_states.device)
     direct[0].index_add_(1, chunk, (decay[..., None, None] * G).transpose(0, 1))
     return dict(G=G, direct=direct, chunk=chunk, position=last % chunk_size,
                 dA_last=(G * V).sum((-2, -1)))
@@ -149,6 +152,61 @@ def _packed_step_gradient(to_end, whole_chunk, seq_idx, chunk_size):
     return d_step + torch.where(in_last, whole_chunk[..., None], 0.0)
 
 
+# Enough work in one bwd_chunk launch to fill an H200 many times over: (head, position) rows
+# for 2048 blocks of a 64-long chunk (132 SMs, one block each; a longer chunk's block does
+# proportionally more).
+BWD_CHUNK_MIN_ROWS = 2048 * 64
+
+
+def _heads_per_launch(batch, nchunks, chunk_size, heads_per_group):
+    """The fewest heads of a group per bwd_chunk launch that still give it
+    ``BWD_CHUNK_MIN_ROWS`` rows (a divisor of ``heads_per_group``)."""
+    rows_per_head = batch * nchunks * chunk_size
+    for heads in range(1, heads_per_group + 1):
+        if heads_per_group % heads == 0 and rows_per_head * heads >= BWD_CHUNK_MIN_ROWS:
+            return heads
+    return heads_per_group
+
+
+def _bwd_chunk_by_heads(x, dt_chunks, dA_cumsum, B, C, chunk_states, dstates, dy, D_full,
+                        seq_idx=None, dvarlen_states=None, cu_seqlens=None):
+    """:func:`bwd_chunk` over slices of the heads of each group: the per-head ``dB`` and ``dC``
+    (float32, ``dstate`` wide) and ``dx`` (float32, before the skip's ``D dy``) exist for one
+    slice at a time, summed into the group's and finished into ``x``'s dtype. Returns
+    ``(dx, ddt, dB, dC, ddA_terms)``, ``dB`` and ``dC`` (b, l, g, n) float32. The packing
+    arguments as :func:`bwd_chunk`'s (``dvarlen_states`` sliced with the heads)."""
+    batch, seqlen, nheads, headdim = x.shape
+    ngroups, dstate = B.shape[2], B.shape[3]
+    nchunks = dA_cumsum.shape[2]
+    heads_per_group = nheads // ngroups
+    heads = _heads_per_launch(batch, nchunks, dA_cumsum.shape[3], heads_per_group)
+    f32 = dict(dtype=torch.float32, device=x.device)
+    dx = torch.empty_like(x)
+    # Zeros: blocks past seqlen are never stored, and the caller sums whole chunks.
+    ddt = torch.zeros(dA_cumsum.shape, **f32)
+    ddA_terms = torch.zeros(batch, nheads, nchunks, 3, dA_cumsum.shape[3], **f32)
+    dB = torch.zeros(batch, seqlen, ngroups, dstate, **f32)
+    dC = torch.zeros_like(dB)
+    for g in range(ngroups):
+        for first in range(g * heads_per_group, (g + 1) * heads_per_group, heads):
+            h = slice(first, first + heads)
+            launch, (_, _, dB_heads, dC_heads, _) = bwd_chunk_launch(
+                x[:, :, h], dt_chunks[:, h], dA_cumsum[:, h], B[:, :, g:g + 1],
+                C[:, :, g:g + 1], chunk_states[:, h], dstates[:, h], dy[:, :, h], seq_idx,
+                None if dvarlen_states is None else dvarlen_states[:, h], cu_seqlens)
+            args = launch.named_args()
+            args.update(ddt=ddt[:, h], ddA_terms=ddA_terms[:, h])
+            KernelLaunch(launch.grid, launch.kernel, tuple(args.values())).run()
+            dx_heads = args["dx"]
+            if D_full is not None:
+                dx_heads.addcmul_(dy[:, :, h], D_full[h])
+            dx[:, :, h] = dx_heads
+            dB[:, :, g] += dB_heads.sum(2)
+            dC[:, :, g] += dC_heads.sum(2)
+            del launch, args, dx_heads, dB_heads, dC_heads    # freed before the next launch's
+    return dx, ddt, dB, dC, ddA_terms
+
+
 def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, dt_softplus,
                  dt_limit, dy, dfinal_states, needs=(True,) * 9, seq_idx=None, cu_seqlens=None,
                  dvarlen_states=None):
@@ -158,29 +216,39 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
     ``seq_idx`` (b, l) int32: the packing of the forward call; ``dvarlen_states``
     (num_sequences, h, p, n), with ``cu_seqlens``: the gradient of each sequence's last state
     (module doc)."""
-    batch, seqlen, nheads, headdim = x.shape
-    ngroups, dstate = B.shape[2], B.shape[3]
+    seqlen, nheads = x.shape[1], x.shape[2]
     dA_cumsum, dt_chunks = chunk_cumsum(dt, A, chunk_size, dt_bias=dt_bias,
                                         dt_softplus=dt_softplus, dt_limit=tuple(dt_limit))
+    # The states entering each chunk in the input dtype: bwd_chunk rounds them to it for its
+    # mma anyway, and they are the backward's largest buffer (b, h, c, p, n).
     chunk_states, final_states = fwd_pass_state(x, B, dt_chunks, dA_cumsum, initial_states,
-                                                seq_idx=seq_idx)
-    y_ssd = _scan_output(x, dt_chunks, dA_cumsum, B, C, chunk_states, seq_idx)
+                                                low_precision_states=True, seq_idx=seq_idx)
 
-    x32 = x.float()
-    dy = torch.zeros_like(y_ssd) if dy is None else dy.float()
+    # Without a gate the kernels read dy as it came (they round it to the input dtype for
+    # their mma anyway): no float32 copy.
+    dy = torch.zeros_like(x) if dy is None else dy.contiguous()
     if dfinal_states is None:
         dfinal_states = torch.zeros_like(final_states)
     D_full = None if D is None else (D.float()[:, None] if D.dim() == 1 else D.float())
     dz = None
     if z is not None:
-        y_pre = y_ssd if D is None else y_ssd + x32 * D_full
-        z32 = z.float()
-        gate = torch.sigmoid(z32)
-        dz = dy * y_pre * gate * (1 + z32 * (1 - gate))     # d silu(z) / dz
-        dy = dy * z32 * gate
+        # In place on our own float32 buffers: four of (b, l, h, p) at most, dz returned early
+        # in z's dtype, and no y_ssd at all when z needs no gradient.
+        gate = z.to(torch.float32, copy=True).sigmoid_()
+        dy = dy.to(torch.float32, copy=True)            # ours to gate in place
+        if needs[6]:
+            dz = _scan_output(x, dt_chunks, dA_cumsum, B, C, chunk_states, seq_idx)  # y_ssd
+            if D is not None:
+                dz.addcmul_(x, D_full)                                           # y_pre
+            dz.mul_(dy).mul_(gate)
+            dz.mul_(torch.sub(1, gate).mul_(z).add_(1))        # d silu(z) / dz = g (1 + z (1 - g))
+            dz = dz.to(z.dtype)
+        dy.mul_(z).mul_(gate)
+        del gate
     dD = None
     if D is not None:
-        dD = (dy * x32).sum((0, 1))
+        # One batch row at a time: float32 temporaries of one row, not of the whole batch.
+        dD = sum((dy_row.float() * x_row).sum(0) for dy_row, x_row in zip(dy, x))
         if D.dim() == 1:
             dD = dD.sum(-1)
 
@@ -188,27 +256,26 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
     if dvarlen_states is not None:
         varlen = _varlen_parts(x, B, dt_chunks, dA_cumsum, chunk_states, seq_idx, cu_seqlens,
                                dvarlen_states.float())
-    # Packing arguments only when packed: an unpacked call keeps bwd_state_pass's four-argument
-    # form, the one notebook 12 swaps a learner's kernel into.
-    state_packing, chunk_packing = {}, {}
+    # Packing arguments only when packed, and dstates in the input dtype (bwd_chunk rounds them
+    # to it for its mma anyway) only when that is 16-bit: an unpacked float32 call keeps
+    # bwd_state_pass's four-argument form, the one notebook 12 swaps a learner's kernel into.
+    state_kwargs, chunk_packing = {}, {}
+    if x.dtype != torch.float32:
+        state_kwargs["low_precision_states"] = True
     if seq_idx is not None:
-        state_packing["seq_idx"] = chunk_packing["seq_idx"] = seq_idx
+        state_kwargs["seq_idx"] = chunk_packing["seq_idx"] = seq_idx
     if varlen is not None:
-        state_packing["dchunk_states_direct"] = varlen["direct"]
+        state_kwargs["dchunk_states_direct"] = varlen["direct"]
         chunk_packing.update(dvarlen_states=varlen["G"], cu_seqlens=cu_seqlens)
     dstates, dinitial_states = bwd_state_pass(dy, C, dA_cumsum, dfinal_states.float(),
-                                              **state_packing)
-    dx, ddt_chunks, dB_heads, dC_heads = bwd_chunk(x, dt_chunks, dA_cumsum, B, C, chunk_states,
-                                                   dstates, dy, **chunk_packing)
-    if D is not None:
-        dx = dx + dy * D_full
-    dB = dB_heads.view(batch, seqlen, ngroups, nheads // ngroups, dstate).sum(3)
-    dC = dC_heads.view(batch, seqlen, ngroups, nheads // ngroups, dstate).sum(3)
+                                              **state_kwargs)
+    dx, ddt_chunks, dB, dC, ddA_terms = _bwd_chunk_by_heads(
+        x, dt_chunks, dA_cumsum, B, C, chunk_states, dstates, dy, D_full, **chunk_packing)
 
     # dA_cumsum's gradient (module doc, step 5), then each step's: a reverse running sum.
-    states_after = torch.cat([chunk_states[:, :, 1:], final_states[:, :, None]], dim=2)
-    whole_chunk = (dstates * states_after).sum((-2, -1))                   # (b, h, c)
-    d_dA_cumsum = _to_chunks((dy * y_ssd).sum(-1), chunk_size) - dt_chunks * ddt_chunks
+    C_dC, B_dB, dA_last_terms = ddA_terms.unbind(3)                        # (b, h, c, s) each
+    whole_chunk = dA_last_terms.sum(-1)                                    # <dh_{c+1}, h_{c+1}>
+    d_dA_cumsum = C_dC - B_dB
     if varlen is not None:
         # <G_k, V_k> at each sequence's last token (batch 1).
         heads = torch.arange(nheads, device=x.device)[None]

@@ -282,16 +282,20 @@ def _backward_examples():
         x = torch.zeros(batch, seqlen, nheads, headdim, dtype=dtype)
         B = torch.zeros(batch, seqlen, ngroups, dstate, dtype=dtype)
         dA_cumsum = torch.zeros(batch, nheads, nchunks, chunk_size)
-        dy = torch.zeros(x.shape)
+        # dy: float32 behind a gate, as given (here bfloat16) without one.
+        dy = torch.zeros(x.shape, dtype=dtype if dtype == torch.bfloat16 else torch.float32)
         states = torch.zeros(batch, nheads, nchunks, headdim, dstate)
+        # chunk_states and dstates in the input dtype, as the backward uses them.
+        low = states.to(dtype)
         tag = f"{str(dtype).removeprefix('torch.')}-chunk{chunk_size}-p{headdim}-n{dstate}"
         # Packed sequences (the seq_idx masks compiled in) below chunk 256.
         packings = [None] + ([torch.zeros(batch, seqlen, dtype=torch.int32)]
                              if chunk_size < 256 else [])
         for seq_idx in packings:
-            passing, _ = bwd_state_pass_launch(dy, B, dA_cumsum, states[:, :, 0], seq_idx)
-            chunk, _ = bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), states, states,
-                                        dy, seq_idx)
+            passing, _ = bwd_state_pass_launch(dy, B, dA_cumsum, states[:, :, 0], seq_idx,
+                                               low_precision_states=True)
+            chunk, _ = bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), low, low, dy,
+                                        seq_idx)
             suffix = "" if seq_idx is None else "-packed"
             for name, launch in [("bwd_state_pass", passing), ("bwd_chunk", chunk)]:
                 yield f"{name}[{tag}{suffix}]", launch.kernel, launch.args
@@ -300,9 +304,9 @@ def _backward_examples():
             cu_seqlens = torch.tensor([0, 5, seqlen])
             dvarlen = torch.zeros(2, nheads, headdim, dstate)
             passing, _ = bwd_state_pass_launch(dy, B, dA_cumsum, states[:, :, 0], packings[1],
-                                               states)
-            chunk, _ = bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), states, states,
-                                        dy, packings[1], dvarlen, cu_seqlens)
+                                               states, low_precision_states=True)
+            chunk, _ = bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), low, low, dy,
+                                        packings[1], dvarlen, cu_seqlens)
             for name, launch in [("bwd_state_pass", passing), ("bwd_chunk", chunk)]:
                 yield f"{name}[{tag}-varlen]", launch.kernel, launch.args
 

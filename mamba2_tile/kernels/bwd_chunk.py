@@ -19,10 +19,24 @@ One block handles one chunk of one head, whole ``headdim`` and ``dstate`` tiles 
 of two), in row blocks of ``BLOCK_M`` positions; the ``(BLOCK_M, BLOCK_M)`` pieces of ``L ∘ C Bᵀ``
 and ``L ∘ dy xᵀ`` live in registers between the two ``ct.mma`` that make and consume them, and
 blocks above the diagonal are skipped. ``dB`` and ``dC`` are written per head, ``(b, l, h, n)``:
-the caller sums the heads of each group. The gradients through ``dA_cumsum`` follow from these
-(``ddt_j`` and ``dy_i · y_i``, see :mod:`mamba2_tile.autograd`). As in the forward kernels (and
-mamba_ssm), ``ct.mma`` operands are rounded to the input dtype (tensor cores for 16-bit inputs)
-and everything accumulates in float32.
+the caller sums the heads of each group. As in the forward kernels (and mamba_ssm), ``ct.mma``
+operands are rounded to the input dtype (tensor cores for 16-bit inputs) and everything
+accumulates in float32.
+
+The gradient through ``dA_cumsum`` comes from the same tiles. ``dA_k`` enters every term above
+as ``+dA_k`` where ``k`` is the reading position ``i`` and as ``-dA_k`` where ``k`` is the
+written position ``j``, so its gradient is ``C_k · dC_k - B_k · dB_k`` (plus, at the chunk's
+last position, the decay of the whole chunk: see :mod:`mamba2_tile.autograd`). The kernel writes
+the three row sums ``C_k · dC_k``, ``B_k · dB_k`` and ``B_k · dB_k``'s part through ``dh``, in
+float32, to ``ddA_terms`` (the last with ``exp(dA_last) <dh, h_c>`` added at the chunk's first
+position: its sum over the chunk is ``<dh, h_{c+1}>``, the gradient of ``dA_last``). Their
+in-chunk parts are sums of the pairs ``L_ij (C_i · B_j) dt_j (dy_i · x_j)``, taken from the
+float32 ``mma`` results before any rounding (the dC loop makes ``C Bᵀ`` once more for it): the
+caller's running sum over a chunk cancels the pairs on one side of each position, and it
+cancels them exactly only when both sides hold the same values, with nothing rounded to the
+input dtype. (Taken as ``dy · y`` from the forward against ``dt ddt``, or from ``dC`` and ``dB``
+whose pieces are rounded, the pairs cancel to the input dtype's precision: an error that grows
+with the chunk.)
 
 Float32 inputs run :func:`bwd_chunk_float32_kernel`: the same sums with float32's accuracy on
 tensor cores (three TF32 products per ``mma``, :mod:`mamba2_tile.kernels.split_tf32`), whose
@@ -48,7 +62,8 @@ with ``e`` in the place of the chunk's last position::
 A block loops over the sequences that end in its chunk (``chunk_sequences[c]`` to
 ``chunk_sequences[c + 1]``, from the launcher), skipping those with no token in a row block.
 The caller adds the rest: ``exp(dA_e) G_k`` to the entering state's gradient and
-``<G_k, V_k>`` to ``dA_e``'s (:mod:`mamba2_tile.autograd`).
+``<G_k, V_k>`` to ``dA_e``'s (:mod:`mamba2_tile.autograd`); ``B_j · dB_j``'s part through
+``G_k`` (``dA_j``'s side) is in ``ddA_terms``' second row, not its third (that is ``dA_last``'s).
 """
 
 import torch
@@ -64,12 +79,13 @@ from mamba2_tile.tile import ct
 @ct.kernel
 def bwd_chunk_kernel(
     x, dt, dA_cumsum, B, C,          # (b, l, h, p), (b, h, c, s) x2, (b, l, g, n) x2
-    chunk_states, dstates, dy,       # (b, h, c, p, n) f32 x2, (b, l, h, p) f32
+    chunk_states, dstates, dy,       # (b, h, c, p, n) x2, (b, l, h, p): any float dtype
     seq_idx,                         # (b, l) int32: packed sequences
     dvarlen_states,                  # (num_sequences, h, p, n) f32: the gradient of each V_k
     cu_seqlens,                      # (num_sequences + 1,) int32 / int64
     chunk_sequences,                 # (c + 1,) int32: sequences ending in chunk c: [c], [c + 1]
     dx, ddt, dB, dC,                 # out, f32: (b, l, h, p), (b, h, c, s), (b, l, h, n) x2
+    ddA_terms,                       # out, f32: (b, h, c, 3, s)
     CHUNK_SIZE: ct.Constant[int],
     BLOCK_M: ct.Constant[int],
     HEADDIM: ct.Constant[int],       # headdim padded to a power of two
@@ -91,13 +107,21 @@ def bwd_chunk_kernel(
     dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)),
                          (1, 1)) * LOG2E
     dh = ct.reshape(ct.load(dstates, (b, h, c, 0, 0), (1, 1, 1, HEADDIM, DSTATE),
-                            padding_mode=zero), (HEADDIM, DSTATE)).astype(mma_dtype)
+                            padding_mode=zero), (HEADDIM, DSTATE)).astype(ct.float32)
     h_enter = ct.reshape(ct.load(chunk_states, (b, h, c, 0, 0), (1, 1, 1, HEADDIM, DSTATE),
-                                 padding_mode=zero), (HEADDIM, DSTATE)).astype(mma_dtype)
+                                 padding_mode=zero), (HEADDIM, DSTATE)).astype(ct.float32)
+    # exp(dA_last) <dh, h_c>: dA_last's gradient through the entering state, in float32.
+    entering = ct.sum(ct.sum(dh * h_enter, axis=1, keepdims=True), axis=0, keepdims=True)
+    entering = entering * ct.exp2(dA_last, flush_to_zero=True)                  # (1, 1)
+    dh = dh.astype(mma_dtype)
+    h_enter = h_enter.astype(mma_dtype)
     if HAS_SEQ_IDX:
-        # The sequences of the state entering the chunk and of the one leaving it.
+        # The sequences of the state entering the chunk and of the one leaving it; the
+        # entering state only carries through the chunk if both are the same.
         seq_enter = seq_before(seq_idx, b, c * CHUNK_SIZE)
         seq_leave = last_seq(rows_seq(seq_idx, b, c, CHUNK_SIZE))
+        entering = ct.where(seq_enter == seq_leave, entering, 0.0)
+    entering = ct.reshape(entering, (1,))
 
     # dx, ddt, dB: column blocks j, each summing over the row blocks i >= j.
     for j in range(blocks_per_chunk):
@@ -119,6 +143,12 @@ def bwd_chunk_kernel(
                 to_end = ct.where(seq_j == seq_leave, to_end, 0.0)
             u = ct.mma(B_j, ct.transpose(dh), ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32))
             u = u * to_end
+            # B_j · dB_j's part through dh, as dt_j x_j · u: the same products, fewer registers;
+            # the entering state's term rides on the chunk's first position.
+            B_dB = ct.sum(x_j.astype(ct.float32) * u, axis=1) * ct.reshape(dt_j, (BLOCK_M,))
+            first = (j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32)) == 0
+            ct.store(ddA_terms, (b, h, c, 2, j),
+                     ct.reshape(B_dB + ct.where(first, entering, 0.0), (1, 1, 1, 1, BLOCK_M)))
             dB_j = ct.mma(x_j, dh, ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32)) * to_end
             if HAS_VARLEN:
                 first_k = ct.reshape(ct.load(chunk_sequences, (c,), (1,)), ())
@@ -133,10 +163,15 @@ def bwd_chunk_kernel(
                         G = ct.load(dvarlen_states, (k, h, 0, 0), (1, 1, HEADDIM, DSTATE),
                                     padding_mode=zero)
                         G = ct.reshape(G, (HEADDIM, DSTATE)).astype(mma_dtype)
-                        u = ct.mma(B_j, ct.transpose(G),
-                                   ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)) * to_e + u
+                        G_u = ct.mma(B_j, ct.transpose(G),
+                                     ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)) * to_e
+                        u = G_u + u
+                        # B_j · dB_j's part through G_k (its dA_e side is the caller's <G, V>).
+                        B_dB = B_dB + (ct.sum(x_j.astype(ct.float32) * G_u, axis=1)
+                                       * ct.reshape(dt_j, (BLOCK_M,)))
                         dB_j = ct.mma(x_j, G,
                                       ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32)) * to_e + dB_j
+            B_dB_pairs = ct.zeros((BLOCK_M,), dtype=ct.float32)
             cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
             for i in range(j, blocks_per_chunk):
                 row_block = c * blocks_per_chunk + i
@@ -158,15 +193,19 @@ def bwd_chunk_kernel(
                     causal = rows >= cols
                     scores_t = ct.mma(B_j, ct.transpose(C_i),
                                       ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                    scores_t = ct.where(causal, scores_t * decay, 0.0)
                     dyx_t = ct.mma(x_j, ct.transpose(dy_i),
                                    ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
                     dyx_t = ct.where(causal, dyx_t * decay, 0.0)
                     if HAS_SEQ_IDX:
                         # Tokens of different sequences never meet (the in-chunk mask).
                         seq_i = ct.transpose(rows_seq(seq_idx, b, row_block, BLOCK_M))
-                        scores_t = ct.where(seq_i == seq_j, scores_t, 0.0)
                         dyx_t = ct.where(seq_i == seq_j, dyx_t, 0.0)
+                    # B_j · dB_j's pairs (dt_j aside), from the float32 tiles (the dC loop
+                    # makes the same); dyx_t carries every mask.
+                    B_dB_pairs = B_dB_pairs + ct.sum(scores_t * dyx_t, axis=1)
+                    scores_t = ct.where(causal, scores_t * decay, 0.0)
+                    if HAS_SEQ_IDX:
+                        scores_t = ct.where(seq_i == seq_j, scores_t, 0.0)
                     u = ct.mma(scores_t.astype(mma_dtype), dy_i, u)
                     dB_j = ct.mma(dyx_t.astype(mma_dtype), C_i, dB_j)
             ct.store(dx, (b, col_block, h, 0),
@@ -175,6 +214,8 @@ def bwd_chunk_kernel(
             ct.store(ddt, (b, h, c, j), ct.reshape(ddt_j, (1, 1, 1, BLOCK_M)))
             ct.store(dB, (b, col_block, h, 0),
                      ct.reshape(dB_j * dt_j, (1, BLOCK_M, 1, DSTATE)))
+            B_dB = B_dB + B_dB_pairs * ct.reshape(dt_j, (BLOCK_M,))
+            ct.store(ddA_terms, (b, h, c, 1, j), ct.reshape(B_dB, (1, 1, 1, 1, BLOCK_M)))
 
     # dC: row blocks i, each summing over the column blocks j <= i.
     for i in range(blocks_per_chunk):
@@ -184,12 +225,15 @@ def bwd_chunk_kernel(
                               (BLOCK_M, 1)) * LOG2E
             dy_i = ct.load(dy, (b, row_block, h, 0), (1, BLOCK_M, 1, HEADDIM), padding_mode=zero)
             dy_i = ct.reshape(dy_i, (BLOCK_M, HEADDIM)).astype(mma_dtype)
+            C_i = ct.load(C, (b, row_block, g, 0), (1, BLOCK_M, 1, DSTATE), padding_mode=zero)
+            C_i = ct.reshape(C_i, (BLOCK_M, DSTATE)).astype(mma_dtype)
             dC_i = ct.mma(dy_i, h_enter, ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32))
             read_out = ct.exp2(dA_i, flush_to_zero=True)                     # (BLOCK_M, 1)
             if HAS_SEQ_IDX:
                 seq_i = rows_seq(seq_idx, b, row_block, BLOCK_M)             # (BLOCK_M, 1)
                 read_out = ct.where(seq_i == seq_enter, read_out, 0.0)
             dC_i = dC_i * read_out
+            C_dC = ct.sum(C_i.astype(ct.float32) * dC_i, axis=1)
             rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
             for j in range(i + 1):
                 col_block = c * blocks_per_chunk + j
@@ -211,8 +255,13 @@ def bwd_chunk_kernel(
                 if HAS_SEQ_IDX:
                     seq_j = ct.transpose(rows_seq(seq_idx, b, col_block, BLOCK_M))
                     dyx = ct.where(seq_i == seq_j, dyx, 0.0)
+                # C_i · dC_i's pairs from float32 tiles: C Bᵀ again, the j loop's scores.
+                scores = ct.mma(C_i, ct.transpose(B_j),
+                                ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
+                C_dC = C_dC + ct.sum(scores * dyx, axis=1)
                 dC_i = ct.mma(dyx.astype(mma_dtype), B_j, dC_i)
             ct.store(dC, (b, row_block, h, 0), ct.reshape(dC_i, (1, BLOCK_M, 1, DSTATE)))
+            ct.store(ddA_terms, (b, h, c, 0, i), ct.reshape(C_dC, (1, 1, 1, 1, BLOCK_M)))
 
 
 @ct.kernel
@@ -221,7 +270,7 @@ def bwd_chunk_float32_kernel(
     chunk_states, dstates, dy,
     seq_idx,                         # (b, l) int32: packed sequences
     dvarlen_states, cu_seqlens, chunk_sequences,   # as bwd_chunk_kernel
-    dx, ddt, dB, dC,
+    dx, ddt, dB, dC, ddA_terms,
     CHUNK_SIZE: ct.Constant[int],
     BLOCK_M: ct.Constant[int],
     BLOCK_N: ct.Constant[int],       # dstate columns per step
@@ -235,6 +284,9 @@ def bwd_chunk_float32_kernel(
     operands live in registers, so no tile spanning the whole ``dstate`` is kept: ``u`` sums
     ``B_j Cᵢᵀ`` and ``B_j dhᵀ`` over the dstate blocks, and ``dB`` and ``dC`` are made one
     dstate block at a time, recomputing the ``(BLOCK_M, BLOCK_M)`` pieces of ``dy xᵀ`` for each.
+    The row sums of ``ddA_terms`` are taken from the finished float32 ``dB`` and ``dC`` blocks
+    (``B_k · dB_k`` and ``C_k · dC_k`` summed over the dstate blocks): unlike the 16-bit
+    kernel's, nothing in them is rounded below float32.
     """
     blocks_per_chunk = CHUNK_SIZE // BLOCK_M
     n_blocks = (B.shape[3] + BLOCK_N - 1) // BLOCK_N
@@ -251,6 +303,25 @@ def bwd_chunk_float32_kernel(
         # The sequences of the state entering the chunk and of the one leaving it.
         seq_enter = seq_before(seq_idx, b, c * CHUNK_SIZE)
         seq_leave = last_seq(rows_seq(seq_idx, b, c, CHUNK_SIZE))
+    # exp(dA_last) <dh, h_c>: dA_last's gradient through the entering state.
+    # As the trace of dhᵀ h_c, a split_mma per dstate block: the elementwise product of the two
+    # (HEADDIM, BLOCK_N) tiles and its sum took sm_90 from 168 to 255 registers a thread.
+    gram = ct.zeros((BLOCK_N, BLOCK_N), dtype=ct.float32)
+    for n in range(n_blocks):
+        dh_n = ct.reshape(ct.load(dstates, (b, h, c, 0, n), (1, 1, 1, HEADDIM, BLOCK_N),
+                                  padding_mode=zero), (HEADDIM, BLOCK_N))
+        h_n = ct.reshape(ct.load(chunk_states, (b, h, c, 0, n), (1, 1, 1, HEADDIM, BLOCK_N),
+                                 padding_mode=zero), (HEADDIM, BLOCK_N))
+        gram = split_mma(ct.transpose(dh_n), h_n, gram)
+    diagonal = (ct.reshape(ct.arange(BLOCK_N, dtype=ct.int32), (BLOCK_N, 1))
+                == ct.reshape(ct.arange(BLOCK_N, dtype=ct.int32), (1, BLOCK_N)))
+    entering = ct.sum(ct.sum(ct.where(diagonal, gram, 0.0), axis=1, keepdims=True), axis=0,
+                      keepdims=True)
+    entering = entering * ct.exp2(dA_last, flush_to_zero=True)
+    if HAS_SEQ_IDX:
+        # The entering state only carries through the chunk into the leaving one's sequence.
+        entering = ct.where(seq_enter == seq_leave, entering, 0.0)
+    entering = ct.reshape(entering, (1,))
 
     # dx and ddt: column blocks j, each summing over the row blocks i >= j.
     for j in range(blocks_per_chunk):
@@ -336,12 +407,17 @@ def bwd_chunk_float32_kernel(
                 seq_j = rows_seq(seq_idx, b, col_block, BLOCK_M)             # (BLOCK_M, 1)
                 to_end = ct.where(seq_j == seq_leave, to_end, 0.0)
             cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
+            B_dB_dh = ct.zeros((BLOCK_M,), dtype=ct.float32)     # B_j · dB_j through dh
+            B_dB = ct.zeros((BLOCK_M,), dtype=ct.float32)
             for n in range(n_blocks):
                 dh_n = ct.reshape(ct.load(dstates, (b, h, c, 0, n),
                                           (1, 1, 1, HEADDIM, BLOCK_N), padding_mode=zero),
                                   (HEADDIM, BLOCK_N))
+                B_jn = ct.reshape(ct.load(B, (b, col_block, g, n), (1, BLOCK_M, 1, BLOCK_N),
+                                          padding_mode=zero), (BLOCK_M, BLOCK_N))
                 dB_jn = split_mma(x_j, dh_n, ct.zeros((BLOCK_M, BLOCK_N), dtype=ct.float32))
                 dB_jn = dB_jn * to_end
+                B_dB_dh = B_dB_dh + ct.sum(B_jn * dB_jn, axis=1)
                 if HAS_VARLEN:
                     first_k = ct.reshape(ct.load(chunk_sequences, (c,), (1,)), ())
                     end_k = ct.reshape(ct.load(chunk_sequences, (c + 1,), (1,)), ())
@@ -378,8 +454,16 @@ def bwd_chunk_float32_kernel(
                                                   (1, BLOCK_M, 1, BLOCK_N), padding_mode=zero),
                                           (BLOCK_M, BLOCK_N))
                         dB_jn = split_mma(dyx_t, C_in, dB_jn)
+                B_dB = B_dB + ct.sum(B_jn * dB_jn, axis=1)
                 ct.store(dB, (b, col_block, h, n), ct.reshape(dB_jn * dt_j,
                                                               (1, BLOCK_M, 1, BLOCK_N)))
+            dt_row = ct.reshape(dt_j, (BLOCK_M,))
+            first = (j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32)) == 0
+            ct.store(ddA_terms, (b, h, c, 1, j),
+                     ct.reshape(B_dB * dt_row, (1, 1, 1, 1, BLOCK_M)))
+            ct.store(ddA_terms, (b, h, c, 2, j),
+                     ct.reshape(B_dB_dh * dt_row + ct.where(first, entering, 0.0),
+                                (1, 1, 1, 1, BLOCK_M)))
 
     # dC: row blocks i and dstate blocks n, each summing over the column blocks j <= i.
     for i in range(blocks_per_chunk):
@@ -394,6 +478,7 @@ def bwd_chunk_float32_kernel(
             if HAS_SEQ_IDX:
                 seq_i = rows_seq(seq_idx, b, row_block, BLOCK_M)             # (BLOCK_M, 1)
                 read_out = ct.where(seq_i == seq_enter, read_out, 0.0)
+            C_dC = ct.zeros((BLOCK_M,), dtype=ct.float32)
             for n in range(n_blocks):
                 h_n = ct.reshape(ct.load(chunk_states, (b, h, c, 0, n),
                                          (1, 1, 1, HEADDIM, BLOCK_N), padding_mode=zero),
@@ -421,7 +506,11 @@ def bwd_chunk_float32_kernel(
                     B_jn = ct.reshape(ct.load(B, (b, col_block, g, n), (1, BLOCK_M, 1, BLOCK_N),
                                               padding_mode=zero), (BLOCK_M, BLOCK_N))
                     dC_in = split_mma(dyx, B_jn, dC_in)
+                C_in = ct.reshape(ct.load(C, (b, row_block, g, n), (1, BLOCK_M, 1, BLOCK_N),
+                                          padding_mode=zero), (BLOCK_M, BLOCK_N))
+                C_dC = C_dC + ct.sum(C_in * dC_in, axis=1)
                 ct.store(dC, (b, row_block, h, n), ct.reshape(dC_in, (1, BLOCK_M, 1, BLOCK_N)))
+            ct.store(ddA_terms, (b, h, c, 0, i), ct.reshape(C_dC, (1, 1, 1, 1, BLOCK_M)))
 
 
 @ct.function
@@ -468,9 +557,12 @@ def chunk_sequences(cu_seqlens, chunk_size, nchunks):
 def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, seq_idx=None,
                      dvarlen_states=None, cu_seqlens=None):
     """Allocate the outputs and plan the launch; returns
-    ``(KernelLaunch, (dx, ddt, dB, dC))``, all float32: ``dx`` (b, l, h, p) without the skip's
-    ``D dy``; ``ddt`` (b, h, c, s) in the chunk layout of ``dt``, zero past seqlen; ``dB``,
-    ``dC`` (b, l, h, n) per head. ``seq_idx`` (b, l) int32: packed sequences (module doc), with
+    ``(KernelLaunch, (dx, ddt, dB, dC, ddA_terms))``, all float32: ``dx`` (b, l, h, p) without
+    the skip's ``D dy``; ``ddt`` (b, h, c, s) in the chunk layout of ``dt``, zero past seqlen;
+    ``dB``, ``dC`` (b, l, h, n) per head; ``ddA_terms`` (b, h, c, 3, s), zero past seqlen:
+    ``C_k · dC_k``, ``B_k · dB_k`` and the part of the latter through the state gradient (plus
+    ``exp(dA_last) <dh, h_c>`` at position 0), which sums over a chunk to ``dA_last``'s
+    gradient. ``seq_idx`` (b, l) int32: packed sequences (module doc), with
     ``chunk_states`` and ``dstates`` those of the same packing. ``dvarlen_states``
     (num_sequences, h, p, n) float32 with ``cu_seqlens`` (batch 1): the gradient of each
     sequence's last state, its in-chunk part (module doc)."""
@@ -480,10 +572,12 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, seq_idx=
     dx = torch.empty(batch, seqlen, nheads, headdim, dtype=torch.float32, device=x.device)
     # Zeros: blocks past seqlen are never stored, and the caller sums ddt over whole chunks.
     ddt = torch.zeros(batch, nheads, nchunks, chunk_size, dtype=torch.float32, device=x.device)
+    ddA_terms = torch.zeros(batch, nheads, nchunks, 3, chunk_size, dtype=torch.float32,
+                            device=x.device)
     dB = torch.empty(batch, seqlen, nheads, dstate, dtype=torch.float32, device=x.device)
     dC = torch.empty_like(dB)
     grid = (batch * nchunks, nheads, 1)
-    outputs = (dx, ddt, dB, dC)
+    outputs = (dx, ddt, dB, dC, ddA_terms)
     block_m, block_n = bwd_chunk_tiles(x.dtype, chunk_size, dstate)
     varlen = dvarlen_states is not None
     args = (x, dt, dA_cumsum, B, C, chunk_states, dstates, dy,
@@ -500,7 +594,8 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, seq_idx=
 
 def bwd_chunk(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, seq_idx=None,
               dvarlen_states=None, cu_seqlens=None):
-    """Run the per-chunk gradients; returns ``(dx, ddt, dB, dC)`` (see the launcher)."""
+    """Run the per-chunk gradients; returns ``(dx, ddt, dB, dC, ddA_terms)`` (see the
+    launcher)."""
     launch, outputs = bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy,
                                        seq_idx, dvarlen_states, cu_seqlens)
     launch.run()

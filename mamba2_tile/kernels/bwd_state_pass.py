@@ -48,7 +48,7 @@ def bwd_state_pass_kernel(
     dy, C, dA_cumsum, dfinal_states,   # (b, l, h, p) f32, (b, l, g, n), (b, h, c, s), (b, h, p, n)
     seq_idx,                           # (b, l) int32: packed sequences
     dchunk_states_direct,              # (b, h, c, p, n) f32: more gradient of each entering state
-    dstates, dinitial_states,          # out: (b, h, c, p, n) f32, (b, h, p, n) f32
+    dstates, dinitial_states,          # out: (b, h, c, p, n) f32 or C's dtype, (b, h, p, n) f32
     CHUNK_SIZE: ct.Constant[int],
     BLOCK_P: ct.Constant[int],
     BLOCK_N: ct.Constant[int],
@@ -70,7 +70,7 @@ def bwd_state_pass_kernel(
     for k in range(nchunks):
         c = nchunks - 1 - k
         ct.store(dstates, (b, h, c, p_tile, n_tile),
-                 ct.reshape(dstate, (1, 1, 1, BLOCK_P, BLOCK_N)))
+                 ct.reshape(dstate.astype(dstates.dtype), (1, 1, 1, BLOCK_P, BLOCK_N)))
         # In log2 units: every exp is an exp2 (kernels/exp2.py). dA_cumsum <= 0 in a chunk.
         dA = ct.reshape(ct.load(dA_cumsum, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)),
                         (CHUNK_SIZE, 1)) * LOG2E
@@ -112,17 +112,18 @@ def bwd_state_pass_tiles(headdim, dstate, dtype):
 
 
 def bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states, seq_idx=None,
-                          dchunk_states_direct=None):
+                          dchunk_states_direct=None, low_precision_states=False):
     """Allocate the outputs and plan the launch; returns
-    ``(KernelLaunch, (dstates, dinitial_states))``, both float32: ``dstates`` (b, h, c, p, n)
-    the gradient of the state leaving each chunk, ``dinitial_states`` (b, h, p, n).
+    ``(KernelLaunch, (dstates, dinitial_states))``: ``dstates`` (b, h, c, p, n) the gradient of
+    the state leaving each chunk, float32 or, with ``low_precision_states``, in the dtype of
+    ``C`` (the walk itself stays float32); ``dinitial_states`` (b, h, p, n) float32.
     ``seq_idx`` (b, l) int32: packed sequences; ``dchunk_states_direct`` (b, h, c, p, n)
     float32: more gradient of the state entering each chunk (module doc)."""
     batch, _, nheads, headdim = dy.shape
     dstate = C.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
-    dstates = torch.empty(batch, nheads, nchunks, headdim, dstate, dtype=torch.float32,
-                          device=dy.device)
+    dstates = torch.empty(batch, nheads, nchunks, headdim, dstate, device=dy.device,
+                          dtype=C.dtype if low_precision_states else torch.float32)
     dinitial_states = torch.empty(batch, nheads, headdim, dstate, dtype=torch.float32,
                                   device=dy.device)
     block_p, block_n = bwd_state_pass_tiles(headdim, dstate, C.dtype)
@@ -135,9 +136,10 @@ def bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states, seq_idx=None,
     return KernelLaunch(grid, bwd_state_pass_kernel, args), (dstates, dinitial_states)
 
 
-def bwd_state_pass(dy, C, dA_cumsum, dfinal_states, seq_idx=None, dchunk_states_direct=None):
+def bwd_state_pass(dy, C, dA_cumsum, dfinal_states, seq_idx=None, dchunk_states_direct=None,
+                   low_precision_states=False):
     """Run the backward state pass; returns ``(dstates, dinitial_states)``."""
     launch, outputs = bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states, seq_idx,
-                                            dchunk_states_direct)
+                                            dchunk_states_direct, low_precision_states)
     launch.run()
     return outputs

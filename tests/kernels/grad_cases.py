@@ -2,10 +2,13 @@
 recurrence run token by token under torch autograd, and the comparison with the kernels'
 gradients of the same random loss."""
 
+import math
+
 import torch
 import torch.nn.functional as F
 
 from mamba2_tile.api import mamba_chunk_scan_combined
+from mamba2_tile.torch_reference import mamba_chunk_scan_torch
 from ssd_cases import api_kwargs, make_case
 
 # float32 kernels against the float64 recurrence: relative to each gradient's largest entry.
@@ -100,3 +103,37 @@ def check(case, chunk_size=64, tolerance=FLOAT32_TOLERANCE, tolerances=None, **k
         assert error <= tolerance_here * max(scale, 1e-6), (
             f"d{name}: max error {error:.3g}, {error / max(scale, 1e-30):.3g} of its largest "
             f"entry {scale:.3g}")
+
+
+# bfloat16: dA's and dt's errors against float64 at most this many times the worst of dx, dB,
+# dC's (tests/kernels/test_backward.py says why).
+DECAY_ERROR_RATIO = 1.5
+
+
+def bfloat16_relative_errors(batch, seqlen, nheads, headdim, dstate, chunk_size, device="cpu"):
+    """``‖g − g_ref‖ / ‖g_ref‖`` per input (x, dt, A, B, C) of bfloat16 inputs in a trained
+    layer's ranges (the benchmark's: dt in (1e-3, 1e-1), A in (-16, -1)) and a bfloat16 output
+    gradient, the reference the float64 chunked PyTorch form under autograd."""
+    generator = torch.Generator().manual_seed(0)
+
+    def uniform(low, high, *shape):
+        return low + (high - low) * torch.rand(shape, generator=generator)
+
+    b, l, h, p, n = batch, seqlen, nheads, headdim, dstate
+    t = dict(x=torch.randn(b, l, h, p, generator=generator).bfloat16(),
+             dt=torch.exp(uniform(math.log(1e-3), math.log(1e-1), b, l, h)),
+             A=-torch.exp(uniform(0.0, math.log(16.0), h)),
+             B=torch.randn(b, l, 1, n, generator=generator).bfloat16(),
+             C=torch.randn(b, l, 1, n, generator=generator).bfloat16())
+    t = {name: v.to(device) for name, v in t.items()}
+    dy = torch.randn(b, l, h, p, generator=generator).bfloat16().to(device)
+
+    def grads(forward, dy):
+        leaves = [v.clone().requires_grad_() for v in t.values()]
+        return torch.autograd.grad(forward(*leaves), leaves, dy)
+
+    ours = grads(lambda *a: mamba_chunk_scan_combined(*a, chunk_size=chunk_size), dy)
+    expected = grads(lambda *a: mamba_chunk_scan_torch(*a, 64, compute_dtype=torch.float64),
+                     dy.double())
+    return {name: ((g.double() - e).norm() / e.norm()).item()
+            for name, g, e in zip(t, ours, expected)}
