@@ -58,6 +58,12 @@ from mamba2_tile.kernels.fwd_pass_state import fwd_pass_state
 from mamba2_tile.kernels.launching import KernelLaunch
 from mamba2_tile.kernels.varlen_states import varlen_states
 
+# The chunk a float32 backward runs at, whatever the forward's: on the H200 (2026-12-04,
+# data/h200_gpu_tests_2026-12-04b.txt) the float32 bwd_chunk launch at chunk 128 never returned,
+# while at chunk 64 every dstate 16-256 passed. The gradients do not depend on the chunking, and
+# the backward recomputes everything it needs from the inputs, so nothing else changes.
+FLOAT32_BACKWARD_CHUNK = 64
+
 TENSOR_ARGUMENTS = ("x", "dt", "A", "B", "C", "D", "z", "dt_bias", "initial_states")
 
 
@@ -217,6 +223,8 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
     (num_sequences, h, p, n), with ``cu_seqlens``: the gradient of each sequence's last state
     (module doc)."""
     seqlen, nheads = x.shape[1], x.shape[2]
+    if x.dtype == torch.float32:
+        chunk_size = FLOAT32_BACKWARD_CHUNK
     dA_cumsum, dt_chunks = chunk_cumsum(dt, A, chunk_size, dt_bias=dt_bias,
                                         dt_softplus=dt_softplus, dt_limit=tuple(dt_limit))
     # The states entering each chunk in the input dtype: bwd_chunk rounds them to it for its

@@ -28,9 +28,25 @@ def test_everything_two_chunks():
 
 
 def test_head_skip_gate_group_of_two_long_chunk():
-    # chunk 128: two row blocks of 64 inside a chunk, the off-diagonal pieces.
+    # A forward at chunk 128; its float32 backward runs at chunk 64 (the next test), in row
+    # blocks of 32: the off-diagonal pieces.
     check(Case(seqlen=150, nheads=2, headdim=16, ngroups=1, dstate=8, D="head", z=True,
                dt_bias=True, dt_softplus=True, seed=5), chunk_size=128)
+
+
+def test_float32_backward_runs_at_chunk_64_whatever_the_forward_chunk(monkeypatch):
+    # autograd.FLOAT32_BACKWARD_CHUNK: the float32 bwd_chunk never returned on the H200 at chunk
+    # 128. The gradients stay those of the recurrence (check), and bwd_chunk sees chunks of 64.
+    seen = []
+    launch = autograd.bwd_chunk_launch
+
+    def recording(x, dt, dA_cumsum, *args, **kwargs):
+        seen.append(dA_cumsum.shape[3])
+        return launch(x, dt, dA_cumsum, *args, **kwargs)
+
+    monkeypatch.setattr(autograd, "bwd_chunk_launch", recording)
+    check(Case(seqlen=300, nheads=2, headdim=8, dstate=16, D="head", seed=12), chunk_size=256)
+    assert seen and set(seen) == {autograd.FLOAT32_BACKWARD_CHUNK}
 
 
 def test_float32_dstate_in_blocks_partial_last():
