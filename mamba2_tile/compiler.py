@@ -74,6 +74,7 @@ class CompiledKernel:
     seconds: float         # wall time of the compilation
     registers: int | None  # registers per thread, as recorded in the cubin
     shared_bytes: int      # static shared memory per block
+    local_bytes: int = 0   # stack frame per thread: local memory, where registers spill
 
     @property
     def size_bytes(self) -> int:
@@ -85,9 +86,11 @@ class CompiledKernel:
 
     def summary(self) -> str:
         regs = "?" if self.registers is None else str(self.registers)
+        local = (f"{self.local_bytes} bytes/thread of local memory (spilled registers), "
+                 if self.local_bytes else "")
         return (f"{self.kernel_name} for {self.target}: "
                 f"{self.size_bytes / 1024:.1f} KiB cubin, {regs} registers/thread, "
-                f"{self.shared_bytes / 1024:.1f} KiB shared memory, "
+                f"{self.shared_bytes / 1024:.1f} KiB shared memory, {local}"
                 f"compiled in {self.seconds:.2f} s")
 
     def __repr__(self) -> str:
@@ -130,8 +133,9 @@ def compile_kernel(kernel, args, target: str = "sm_90", *, use_cache: bool = Fal
     seconds = time.perf_counter() - start
 
     cubin = out.getvalue()
-    registers, shared = _resource_usage(cubin, signature.symbol)
-    return CompiledKernel(name, target, signature.symbol, cubin, seconds, registers, shared)
+    registers, shared, local = _resource_usage(cubin, signature.symbol)
+    return CompiledKernel(name, target, signature.symbol, cubin, seconds, registers, shared,
+                          local)
 
 
 def _error_summary(err: Exception) -> str:
@@ -254,14 +258,16 @@ def _elements_disjoint(shape, strides) -> bool:
 # --- reading resource usage out of the cubin (an ELF file) --------------------------------
 
 _EIATTR_REGCOUNT = 0x2F
+_EIATTR_FRAME_SIZE = 0x11   # the stack frame: local memory per thread (nvdisasm shows its STL/LDL)
 _EIFMT_SVAL = 4
 
 
-def _resource_usage(cubin: bytes, symbol: str) -> tuple[int | None, int]:
-    """(registers per thread, static shared bytes) of `symbol`, read from the ELF sections."""
+def _resource_usage(cubin: bytes, symbol: str) -> tuple[int | None, int, int]:
+    """(registers per thread, static shared bytes, stack frame bytes per thread) of `symbol`,
+    read from the ELF sections."""
     sections = _elf_sections(cubin)
     shared = sum(len_ for name, _, len_ in sections if name == f".nv.shared.{symbol}")
-    registers = None
+    registers, frame = None, 0
     for name, offset, length in sections:
         if name not in (".nv.info", f".nv.info.{symbol}"):
             continue
@@ -273,8 +279,10 @@ def _resource_usage(cubin: bytes, symbol: str) -> tuple[int | None, int]:
                 continue
             if attr == _EIATTR_REGCOUNT:
                 registers = struct.unpack_from("<II", cubin, pos + 4)[1]
+            elif attr == _EIATTR_FRAME_SIZE:
+                frame = struct.unpack_from("<II", cubin, pos + 4)[1]
             pos += 4 + size
-    return registers, shared
+    return registers, shared, frame
 
 
 def _elf_sections(elf: bytes) -> list[tuple[str, int, int]]:

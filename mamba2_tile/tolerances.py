@@ -20,8 +20,11 @@ Why these numbers (unit roundoff u: float32 6e-8, float16 4.9e-4, bfloat16 3.9e-
   the interpreter over 60 random problems (seqlen up to 700, every chunk size): 5e-6; 1e-4.
   On the GPU (``GPU_TOLERANCES``) the same 1e-4. The H200 measured ``y`` within 1.5-2.2e-7 of
   float64 in norm and 1e-6 at worst as max |error| / max |y| (``data/h200_forward.json``, the
-  float32 rows of the accuracy preset): cuTile runs float32 ``ct.mma`` in full float32, not
-  TF32. The elementwise bound here judges an error against ``|ref| + rms(ref)``, which can
+  float32 rows of the accuracy preset), when the kernels ran float32 ``ct.mma`` in full
+  float32. They now multiply float32 as split TF32 (three TF32 products per float32 one,
+  :mod:`mamba2_tile.kernels.split_tf32`, about 2^-21 relative per product, next to float32
+  rounding's 2^-24), float32's accuracy on tensor cores: the interpreter's errors are the same
+  order (gradients 1e-7 to 1e-5 of their largest entry either way). The elementwise bound here judges an error against ``|ref| + rms(ref)``, which can
   read a few times the max-relative figure, and the GPU's ``exp2`` is the hardware's (about
   22 correct bits, 2.4e-7 relative, where the interpreter's is exact): a few 1e-6 at worst, so
   1e-4 keeps a margin of more than 10x while a float32 path silently rounded to TF32 or to the
