@@ -2,8 +2,9 @@
 wrong kernel a learner would write, fails with its own diagnosis and the wrong chunks named; the
 exercise stubs print the friendly line.
 
-cuTile (and the interpreter) read a kernel's source, so the kernels are defined here at module
-level; they run on the CPU tile interpreter.
+The wrong kernels of each exercise share one body with a flag per mistake; the solutions stay
+written out in full, as the notebook has them. cuTile (and the interpreter) read a kernel's
+source, so the kernels are defined here at module level; they run on the CPU tile interpreter.
 """
 
 import numpy as np
@@ -22,45 +23,72 @@ def hint_of(catalogue, **mistake):
     return next(hint for switches, hint in catalogue if switches == mistake)
 
 
-# ------------------------------------------------------------------ Exercise 1: shared pieces
-
-@ct.function
-def chunk_terms(dy, C, dA_cumsum, b, h, c, CHUNK_SIZE, BLOCK_P, BLOCK_N):
-    """Chunk c's dA_cumsum column, its last value, and dy, C as float32 (CHUNK_SIZE, ...) tiles."""
-    g = h // (dy.shape[2] // C.shape[2])
-    dA = ct.reshape(ct.load(dA_cumsum, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)), (CHUNK_SIZE, 1))
-    dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)), (1, 1))
-    dy_c = ct.load(dy, (b, c, h, 0), (1, CHUNK_SIZE, 1, BLOCK_P), padding_mode=ZERO)
-    dy_c = ct.reshape(dy_c, (CHUNK_SIZE, BLOCK_P)).astype(ct.float32)
-    C_c = ct.load(C, (b, c, g, 0), (1, CHUNK_SIZE, 1, BLOCK_N), padding_mode=ZERO)
-    C_c = ct.reshape(C_c, (CHUNK_SIZE, BLOCK_N)).astype(ct.float32)
-    return dA, dA_last, dy_c, C_c
-
-
-@ct.function
-def outer_sum(a, b, CHUNK_SIZE, BLOCK_P, BLOCK_N):
-    """sum_i a_i ⊗ b_i for (CHUNK_SIZE, BLOCK_P) and (CHUNK_SIZE, BLOCK_N) tiles."""
-    return ct.sum(ct.reshape(a, (CHUNK_SIZE, BLOCK_P, 1)) * ct.reshape(b, (CHUNK_SIZE, 1, BLOCK_N)),
-                  axis=0)
-
-
-@ct.function
-def store_state(dchunk_states, b, h, c, dstate, BLOCK_P, BLOCK_N):
-    ct.store(dchunk_states, (b, h, c, 0, 0), ct.reshape(dstate, (1, 1, 1, BLOCK_P, BLOCK_N)))
-
-
-@ct.function
-def start_state(dfinal_states, b, h, BLOCK_P, BLOCK_N):
-    d = ct.load(dfinal_states, (b, h, 0, 0), (1, 1, BLOCK_P, BLOCK_N), padding_mode=ZERO)
-    return ct.reshape(d, (BLOCK_P, BLOCK_N)).astype(ct.float32)
-
-
-@ct.function
-def store_initial(dinitial_states, b, h, dstate, BLOCK_P, BLOCK_N):
-    ct.store(dinitial_states, (b, h, 0, 0), ct.reshape(dstate, (1, 1, BLOCK_P, BLOCK_N)))
-
-
 # ------------------------------------------------------------------ Exercise 1: the kernels
+
+# How the state carried into chunk c is decayed (CARRY) and how dy is weighted before it meets
+# C (READ); the first of each is the notebook's solution.
+CARRY_BY_OWN_CHUNK, CARRY_NONE, CARRY_BY_NEXT_CHUNK, CARRY_AFTER_OWN_TERM = 0, 1, 2, 3
+READ_DECAYED, READ_NONE, READ_JUMP = 0, 1, 2
+
+
+@ct.function
+def state_pass_body(dy, C, dA_cumsum, dfinal_states, dchunk_states, dinitial_states,
+                    CHUNK_SIZE, BLOCK_P, BLOCK_N, FORWARD, STORE_LEAVING, CARRY, READ,
+                    START_ZERO, GROUP_MOD, STORE_INITIAL):
+    """The backward state pass; a flag other than the solution's is one learner's mistake:
+    ``FORWARD`` walks the chunks 0..n-1, ``STORE_LEAVING`` stores the state before chunk c's
+    update, ``START_ZERO`` ignores dfinal_states, ``GROUP_MOD`` maps head h to group
+    ``h % ngroups``, ``STORE_INITIAL=False`` never writes dinitial_states."""
+    b, h = ct.bid(0), ct.bid(1)
+    if GROUP_MOD:
+        g = h % C.shape[2]
+    else:
+        g = h // (dy.shape[2] // C.shape[2])
+    nchunks = dA_cumsum.shape[2]
+    if START_ZERO:
+        dstate = ct.zeros((BLOCK_P, BLOCK_N), dtype=ct.float32)
+    else:
+        dstate = ct.load(dfinal_states, (b, h, 0, 0), (1, 1, BLOCK_P, BLOCK_N),
+                         padding_mode=ZERO)
+        dstate = ct.reshape(dstate, (BLOCK_P, BLOCK_N)).astype(ct.float32)
+    carry = ct.full((1, 1), 1.0, dtype=ct.float32)
+    for k in range(nchunks):
+        if FORWARD:
+            c = k
+        else:
+            c = nchunks - 1 - k
+        if STORE_LEAVING:
+            ct.store(dchunk_states, (b, h, c, 0, 0),
+                     ct.reshape(dstate, (1, 1, 1, BLOCK_P, BLOCK_N)))
+        dA = ct.reshape(ct.load(dA_cumsum, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)), (CHUNK_SIZE, 1))
+        dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)), (1, 1))
+        dy_c = ct.load(dy, (b, c, h, 0), (1, CHUNK_SIZE, 1, BLOCK_P), padding_mode=ZERO)
+        dy_c = ct.reshape(dy_c, (CHUNK_SIZE, BLOCK_P)).astype(ct.float32)
+        C_c = ct.load(C, (b, c, g, 0), (1, CHUNK_SIZE, 1, BLOCK_N), padding_mode=ZERO)
+        C_c = ct.reshape(C_c, (CHUNK_SIZE, BLOCK_N)).astype(ct.float32)
+        if READ == READ_NONE:
+            read = dy_c
+        elif READ == READ_JUMP:
+            read = dy_c * ct.exp(dA_last - dA)   # copied from fwd_pass_state
+        else:
+            read = dy_c * ct.exp(dA)
+        from_outputs = ct.sum(ct.reshape(read, (CHUNK_SIZE, BLOCK_P, 1))
+                              * ct.reshape(C_c, (CHUNK_SIZE, 1, BLOCK_N)), axis=0)
+        if CARRY == CARRY_NONE:
+            dstate = dstate + from_outputs
+        elif CARRY == CARRY_BY_NEXT_CHUNK:
+            dstate = carry * dstate + from_outputs
+            carry = ct.exp(dA_last)              # used one iteration late: chunk c - 1
+        elif CARRY == CARRY_AFTER_OWN_TERM:
+            dstate = ct.exp(dA_last) * (dstate + from_outputs)
+        else:
+            dstate = ct.exp(dA_last) * dstate + from_outputs
+        if not STORE_LEAVING:
+            ct.store(dchunk_states, (b, h, c, 0, 0),
+                     ct.reshape(dstate, (1, 1, 1, BLOCK_P, BLOCK_N)))
+    if STORE_INITIAL:
+        ct.store(dinitial_states, (b, h, 0, 0), ct.reshape(dstate, (1, 1, BLOCK_P, BLOCK_N)))
+
 
 @ct.kernel
 def bwd_state_pass_simple_kernel(dy, C, dA_cumsum, dfinal_states, dchunk_states, dinitial_states,
@@ -92,169 +120,90 @@ def bwd_state_pass_simple_kernel(dy, C, dA_cumsum, dfinal_states, dchunk_states,
 def walks_forward(dy, C, dA_cumsum, dfinal_states, dchunk_states, dinitial_states,
                   CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
                   BLOCK_N: ct.Constant[int]):
-    b, h = ct.bid(0), ct.bid(1)
-    dstate = start_state(dfinal_states, b, h, BLOCK_P, BLOCK_N)
-    for c in range(dA_cumsum.shape[2]):
-        dA, dA_last, dy_c, C_c = chunk_terms(dy, C, dA_cumsum, b, h, c, CHUNK_SIZE, BLOCK_P,
-                                             BLOCK_N)
-        dstate = ct.exp(dA_last) * dstate + outer_sum(dy_c * ct.exp(dA), C_c, CHUNK_SIZE,
-                                                      BLOCK_P, BLOCK_N)
-        store_state(dchunk_states, b, h, c, dstate, BLOCK_P, BLOCK_N)
-    store_initial(dinitial_states, b, h, dstate, BLOCK_P, BLOCK_N)
+    state_pass_body(dy, C, dA_cumsum, dfinal_states, dchunk_states, dinitial_states,
+                    CHUNK_SIZE, BLOCK_P, BLOCK_N,
+                    True, False, CARRY_BY_OWN_CHUNK, READ_DECAYED, False, False, True)
 
 
 @ct.kernel
 def stores_leaving(dy, C, dA_cumsum, dfinal_states, dchunk_states, dinitial_states,
                    CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
                    BLOCK_N: ct.Constant[int]):
-    b, h = ct.bid(0), ct.bid(1)
-    nchunks = dA_cumsum.shape[2]
-    dstate = start_state(dfinal_states, b, h, BLOCK_P, BLOCK_N)
-    for k in range(nchunks):
-        c = nchunks - 1 - k
-        store_state(dchunk_states, b, h, c, dstate, BLOCK_P, BLOCK_N)   # before the update
-        dA, dA_last, dy_c, C_c = chunk_terms(dy, C, dA_cumsum, b, h, c, CHUNK_SIZE, BLOCK_P,
-                                             BLOCK_N)
-        dstate = ct.exp(dA_last) * dstate + outer_sum(dy_c * ct.exp(dA), C_c, CHUNK_SIZE,
-                                                      BLOCK_P, BLOCK_N)
-    store_initial(dinitial_states, b, h, dstate, BLOCK_P, BLOCK_N)
+    state_pass_body(dy, C, dA_cumsum, dfinal_states, dchunk_states, dinitial_states,
+                    CHUNK_SIZE, BLOCK_P, BLOCK_N,
+                    False, True, CARRY_BY_OWN_CHUNK, READ_DECAYED, False, False, True)
 
 
 @ct.kernel
 def without_decay(dy, C, dA_cumsum, dfinal_states, dchunk_states, dinitial_states,
                   CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
                   BLOCK_N: ct.Constant[int]):
-    b, h = ct.bid(0), ct.bid(1)
-    nchunks = dA_cumsum.shape[2]
-    dstate = start_state(dfinal_states, b, h, BLOCK_P, BLOCK_N)
-    for k in range(nchunks):
-        c = nchunks - 1 - k
-        dA, dA_last, dy_c, C_c = chunk_terms(dy, C, dA_cumsum, b, h, c, CHUNK_SIZE, BLOCK_P,
-                                             BLOCK_N)
-        dstate = dstate + outer_sum(dy_c * ct.exp(dA), C_c, CHUNK_SIZE, BLOCK_P, BLOCK_N)
-        store_state(dchunk_states, b, h, c, dstate, BLOCK_P, BLOCK_N)
-    store_initial(dinitial_states, b, h, dstate, BLOCK_P, BLOCK_N)
+    state_pass_body(dy, C, dA_cumsum, dfinal_states, dchunk_states, dinitial_states,
+                    CHUNK_SIZE, BLOCK_P, BLOCK_N,
+                    False, False, CARRY_NONE, READ_DECAYED, False, False, True)
 
 
 @ct.kernel
 def decay_of_chunk_after(dy, C, dA_cumsum, dfinal_states, dchunk_states, dinitial_states,
                          CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
                          BLOCK_N: ct.Constant[int]):
-    b, h = ct.bid(0), ct.bid(1)
-    nchunks = dA_cumsum.shape[2]
-    dstate = start_state(dfinal_states, b, h, BLOCK_P, BLOCK_N)
-    carry = ct.full((1, 1), 1.0, dtype=ct.float32)
-    for k in range(nchunks):
-        c = nchunks - 1 - k
-        dA, dA_last, dy_c, C_c = chunk_terms(dy, C, dA_cumsum, b, h, c, CHUNK_SIZE, BLOCK_P,
-                                             BLOCK_N)
-        dstate = carry * dstate + outer_sum(dy_c * ct.exp(dA), C_c, CHUNK_SIZE, BLOCK_P, BLOCK_N)
-        carry = ct.exp(dA_last)              # used one iteration late: chunk c - 1
-        store_state(dchunk_states, b, h, c, dstate, BLOCK_P, BLOCK_N)
-    store_initial(dinitial_states, b, h, dstate, BLOCK_P, BLOCK_N)
+    state_pass_body(dy, C, dA_cumsum, dfinal_states, dchunk_states, dinitial_states,
+                    CHUNK_SIZE, BLOCK_P, BLOCK_N,
+                    False, False, CARRY_BY_NEXT_CHUNK, READ_DECAYED, False, False, True)
 
 
 @ct.kernel
 def decays_own_term(dy, C, dA_cumsum, dfinal_states, dchunk_states, dinitial_states,
                     CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
                     BLOCK_N: ct.Constant[int]):
-    b, h = ct.bid(0), ct.bid(1)
-    nchunks = dA_cumsum.shape[2]
-    dstate = start_state(dfinal_states, b, h, BLOCK_P, BLOCK_N)
-    for k in range(nchunks):
-        c = nchunks - 1 - k
-        dA, dA_last, dy_c, C_c = chunk_terms(dy, C, dA_cumsum, b, h, c, CHUNK_SIZE, BLOCK_P,
-                                             BLOCK_N)
-        dstate = ct.exp(dA_last) * (dstate + outer_sum(dy_c * ct.exp(dA), C_c, CHUNK_SIZE,
-                                                       BLOCK_P, BLOCK_N))
-        store_state(dchunk_states, b, h, c, dstate, BLOCK_P, BLOCK_N)
-    store_initial(dinitial_states, b, h, dstate, BLOCK_P, BLOCK_N)
+    state_pass_body(dy, C, dA_cumsum, dfinal_states, dchunk_states, dinitial_states,
+                    CHUNK_SIZE, BLOCK_P, BLOCK_N,
+                    False, False, CARRY_AFTER_OWN_TERM, READ_DECAYED, False, False, True)
 
 
 @ct.kernel
 def unread_dy(dy, C, dA_cumsum, dfinal_states, dchunk_states, dinitial_states,
               CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
               BLOCK_N: ct.Constant[int]):
-    b, h = ct.bid(0), ct.bid(1)
-    nchunks = dA_cumsum.shape[2]
-    dstate = start_state(dfinal_states, b, h, BLOCK_P, BLOCK_N)
-    for k in range(nchunks):
-        c = nchunks - 1 - k
-        dA, dA_last, dy_c, C_c = chunk_terms(dy, C, dA_cumsum, b, h, c, CHUNK_SIZE, BLOCK_P,
-                                             BLOCK_N)
-        dstate = ct.exp(dA_last) * dstate + outer_sum(dy_c, C_c, CHUNK_SIZE, BLOCK_P, BLOCK_N)
-        store_state(dchunk_states, b, h, c, dstate, BLOCK_P, BLOCK_N)
-    store_initial(dinitial_states, b, h, dstate, BLOCK_P, BLOCK_N)
+    state_pass_body(dy, C, dA_cumsum, dfinal_states, dchunk_states, dinitial_states,
+                    CHUNK_SIZE, BLOCK_P, BLOCK_N,
+                    False, False, CARRY_BY_OWN_CHUNK, READ_NONE, False, False, True)
 
 
 @ct.kernel
 def forward_jump_weight(dy, C, dA_cumsum, dfinal_states, dchunk_states, dinitial_states,
                         CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
                         BLOCK_N: ct.Constant[int]):
-    b, h = ct.bid(0), ct.bid(1)
-    nchunks = dA_cumsum.shape[2]
-    dstate = start_state(dfinal_states, b, h, BLOCK_P, BLOCK_N)
-    for k in range(nchunks):
-        c = nchunks - 1 - k
-        dA, dA_last, dy_c, C_c = chunk_terms(dy, C, dA_cumsum, b, h, c, CHUNK_SIZE, BLOCK_P,
-                                             BLOCK_N)
-        read = dy_c * ct.exp(dA_last - dA)   # copied from fwd_pass_state
-        dstate = ct.exp(dA_last) * dstate + outer_sum(read, C_c, CHUNK_SIZE, BLOCK_P, BLOCK_N)
-        store_state(dchunk_states, b, h, c, dstate, BLOCK_P, BLOCK_N)
-    store_initial(dinitial_states, b, h, dstate, BLOCK_P, BLOCK_N)
+    state_pass_body(dy, C, dA_cumsum, dfinal_states, dchunk_states, dinitial_states,
+                    CHUNK_SIZE, BLOCK_P, BLOCK_N,
+                    False, False, CARRY_BY_OWN_CHUNK, READ_JUMP, False, False, True)
 
 
 @ct.kernel
 def starts_from_zero(dy, C, dA_cumsum, dfinal_states, dchunk_states, dinitial_states,
                      CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
                      BLOCK_N: ct.Constant[int]):
-    b, h = ct.bid(0), ct.bid(1)
-    nchunks = dA_cumsum.shape[2]
-    dstate = ct.zeros((BLOCK_P, BLOCK_N), dtype=ct.float32)
-    for k in range(nchunks):
-        c = nchunks - 1 - k
-        dA, dA_last, dy_c, C_c = chunk_terms(dy, C, dA_cumsum, b, h, c, CHUNK_SIZE, BLOCK_P,
-                                             BLOCK_N)
-        dstate = ct.exp(dA_last) * dstate + outer_sum(dy_c * ct.exp(dA), C_c, CHUNK_SIZE,
-                                                      BLOCK_P, BLOCK_N)
-        store_state(dchunk_states, b, h, c, dstate, BLOCK_P, BLOCK_N)
-    store_initial(dinitial_states, b, h, dstate, BLOCK_P, BLOCK_N)
+    state_pass_body(dy, C, dA_cumsum, dfinal_states, dchunk_states, dinitial_states,
+                    CHUNK_SIZE, BLOCK_P, BLOCK_N,
+                    False, False, CARRY_BY_OWN_CHUNK, READ_DECAYED, True, False, True)
 
 
 @ct.kernel
 def group_by_modulo(dy, C, dA_cumsum, dfinal_states, dchunk_states, dinitial_states,
                     CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
                     BLOCK_N: ct.Constant[int]):
-    b, h = ct.bid(0), ct.bid(1)
-    g = h % C.shape[2]
-    nchunks = dA_cumsum.shape[2]
-    dstate = start_state(dfinal_states, b, h, BLOCK_P, BLOCK_N)
-    for k in range(nchunks):
-        c = nchunks - 1 - k
-        dA, dA_last, dy_c, _ = chunk_terms(dy, C, dA_cumsum, b, h, c, CHUNK_SIZE, BLOCK_P,
-                                           BLOCK_N)
-        C_c = ct.load(C, (b, c, g, 0), (1, CHUNK_SIZE, 1, BLOCK_N), padding_mode=ZERO)
-        C_c = ct.reshape(C_c, (CHUNK_SIZE, BLOCK_N)).astype(ct.float32)
-        dstate = ct.exp(dA_last) * dstate + outer_sum(dy_c * ct.exp(dA), C_c, CHUNK_SIZE,
-                                                      BLOCK_P, BLOCK_N)
-        store_state(dchunk_states, b, h, c, dstate, BLOCK_P, BLOCK_N)
-    store_initial(dinitial_states, b, h, dstate, BLOCK_P, BLOCK_N)
+    state_pass_body(dy, C, dA_cumsum, dfinal_states, dchunk_states, dinitial_states,
+                    CHUNK_SIZE, BLOCK_P, BLOCK_N,
+                    False, False, CARRY_BY_OWN_CHUNK, READ_DECAYED, False, True, True)
 
 
 @ct.kernel
 def forgets_dinitial(dy, C, dA_cumsum, dfinal_states, dchunk_states, dinitial_states,
                      CHUNK_SIZE: ct.Constant[int], BLOCK_P: ct.Constant[int],
                      BLOCK_N: ct.Constant[int]):
-    b, h = ct.bid(0), ct.bid(1)
-    nchunks = dA_cumsum.shape[2]
-    dstate = start_state(dfinal_states, b, h, BLOCK_P, BLOCK_N)
-    for k in range(nchunks):
-        c = nchunks - 1 - k
-        dA, dA_last, dy_c, C_c = chunk_terms(dy, C, dA_cumsum, b, h, c, CHUNK_SIZE, BLOCK_P,
-                                             BLOCK_N)
-        dstate = ct.exp(dA_last) * dstate + outer_sum(dy_c * ct.exp(dA), C_c, CHUNK_SIZE,
-                                                      BLOCK_P, BLOCK_N)
-        store_state(dchunk_states, b, h, c, dstate, BLOCK_P, BLOCK_N)
+    state_pass_body(dy, C, dA_cumsum, dfinal_states, dchunk_states, dinitial_states,
+                    CHUNK_SIZE, BLOCK_P, BLOCK_N,
+                    False, False, CARRY_BY_OWN_CHUNK, READ_DECAYED, False, False, False)
 
 
 @ct.kernel
@@ -333,25 +282,6 @@ def test_the_correct_replay_is_the_reference():
 
 # ------------------------------------------------------------------ Exercise 2
 
-@ct.function
-def dC_block(dy, dA_cumsum, b, h, c, CHUNK_SIZE, BLOCK_P):
-    dA = ct.reshape(ct.load(dA_cumsum, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)), (CHUNK_SIZE, 1))
-    dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)), (1, 1))
-    dy_c = ct.load(dy, (b, c, h, 0), (1, CHUNK_SIZE, 1, BLOCK_P), padding_mode=ZERO)
-    return dA, dA_last, ct.reshape(dy_c, (CHUNK_SIZE, BLOCK_P))
-
-
-@ct.function
-def read_state(chunk_states, b, h, c, BLOCK_P, BLOCK_N):
-    state = ct.load(chunk_states, (b, h, c, 0, 0), (1, 1, 1, BLOCK_P, BLOCK_N), padding_mode=ZERO)
-    return ct.reshape(state, (BLOCK_P, BLOCK_N))
-
-
-@ct.function
-def store_dC(dC, value, b, c, h, CHUNK_SIZE, BLOCK_N):
-    ct.store(dC, (b, c, h, 0), ct.reshape(value, (1, CHUNK_SIZE, 1, BLOCK_N)))
-
-
 @ct.kernel
 def dC_from_states_kernel(dy, dA_cumsum, chunk_states, dC, CHUNK_SIZE: ct.Constant[int],
                           BLOCK_P: ct.Constant[int], BLOCK_N: ct.Constant[int]):
@@ -368,39 +298,48 @@ def dC_from_states_kernel(dy, dA_cumsum, chunk_states, dC, CHUNK_SIZE: ct.Consta
     ct.store(dC, (b, c, h, 0), ct.reshape(dC_c, (1, CHUNK_SIZE, 1, BLOCK_N)))
 
 
+# How dy is weighted before it meets the state (WEIGHT); the first is the notebook's solution.
+WEIGHT_DECAYED, WEIGHT_NONE, WEIGHT_JUMP, WEIGHT_LAST = 0, 1, 2, 3
+
+
+@ct.function
+def dC_body(dy, dA_cumsum, chunk_states, dC, CHUNK_SIZE, BLOCK_P, BLOCK_N, WEIGHT):
+    nchunks = dA_cumsum.shape[2]
+    b, c, h = ct.bid(0) // nchunks, ct.bid(0) % nchunks, ct.bid(1)
+    dA = ct.reshape(ct.load(dA_cumsum, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)), (CHUNK_SIZE, 1))
+    dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)), (1, 1))
+    dy_c = ct.load(dy, (b, c, h, 0), (1, CHUNK_SIZE, 1, BLOCK_P), padding_mode=ZERO)
+    dy_c = ct.reshape(dy_c, (CHUNK_SIZE, BLOCK_P))
+    state = ct.load(chunk_states, (b, h, c, 0, 0), (1, 1, 1, BLOCK_P, BLOCK_N), padding_mode=ZERO)
+    state = ct.reshape(state, (BLOCK_P, BLOCK_N))
+    if WEIGHT == WEIGHT_NONE:
+        read = dy_c
+    elif WEIGHT == WEIGHT_JUMP:
+        read = dy_c * ct.exp(dA_last - dA)
+    elif WEIGHT == WEIGHT_LAST:
+        read = dy_c * ct.exp(dA_last)
+    else:
+        read = dy_c * ct.exp(dA)
+    dC_c = ct.mma(read, state, ct.zeros((CHUNK_SIZE, BLOCK_N), dtype=ct.float32))
+    ct.store(dC, (b, c, h, 0), ct.reshape(dC_c, (1, CHUNK_SIZE, 1, BLOCK_N)))
+
+
 @ct.kernel
 def dC_without_decay(dy, dA_cumsum, chunk_states, dC, CHUNK_SIZE: ct.Constant[int],
                      BLOCK_P: ct.Constant[int], BLOCK_N: ct.Constant[int]):
-    nchunks = dA_cumsum.shape[2]
-    b, c, h = ct.bid(0) // nchunks, ct.bid(0) % nchunks, ct.bid(1)
-    dA, dA_last, dy_c = dC_block(dy, dA_cumsum, b, h, c, CHUNK_SIZE, BLOCK_P)
-    state = read_state(chunk_states, b, h, c, BLOCK_P, BLOCK_N)
-    store_dC(dC, ct.mma(dy_c, state, ct.zeros((CHUNK_SIZE, BLOCK_N), dtype=ct.float32)),
-             b, c, h, CHUNK_SIZE, BLOCK_N)
+    dC_body(dy, dA_cumsum, chunk_states, dC, CHUNK_SIZE, BLOCK_P, BLOCK_N, WEIGHT_NONE)
 
 
 @ct.kernel
 def dC_jump_weight(dy, dA_cumsum, chunk_states, dC, CHUNK_SIZE: ct.Constant[int],
                    BLOCK_P: ct.Constant[int], BLOCK_N: ct.Constant[int]):
-    nchunks = dA_cumsum.shape[2]
-    b, c, h = ct.bid(0) // nchunks, ct.bid(0) % nchunks, ct.bid(1)
-    dA, dA_last, dy_c = dC_block(dy, dA_cumsum, b, h, c, CHUNK_SIZE, BLOCK_P)
-    state = read_state(chunk_states, b, h, c, BLOCK_P, BLOCK_N)
-    store_dC(dC, ct.mma(dy_c * ct.exp(dA_last - dA), state,
-                        ct.zeros((CHUNK_SIZE, BLOCK_N), dtype=ct.float32)),
-             b, c, h, CHUNK_SIZE, BLOCK_N)
+    dC_body(dy, dA_cumsum, chunk_states, dC, CHUNK_SIZE, BLOCK_P, BLOCK_N, WEIGHT_JUMP)
 
 
 @ct.kernel
 def dC_chunk_total_decay(dy, dA_cumsum, chunk_states, dC, CHUNK_SIZE: ct.Constant[int],
                          BLOCK_P: ct.Constant[int], BLOCK_N: ct.Constant[int]):
-    nchunks = dA_cumsum.shape[2]
-    b, c, h = ct.bid(0) // nchunks, ct.bid(0) % nchunks, ct.bid(1)
-    dA, dA_last, dy_c = dC_block(dy, dA_cumsum, b, h, c, CHUNK_SIZE, BLOCK_P)
-    state = read_state(chunk_states, b, h, c, BLOCK_P, BLOCK_N)
-    store_dC(dC, ct.mma(dy_c * ct.exp(dA_last), state,
-                        ct.zeros((CHUNK_SIZE, BLOCK_N), dtype=ct.float32)),
-             b, c, h, CHUNK_SIZE, BLOCK_N)
+    dC_body(dy, dA_cumsum, chunk_states, dC, CHUNK_SIZE, BLOCK_P, BLOCK_N, WEIGHT_LAST)
 
 
 @ct.kernel
