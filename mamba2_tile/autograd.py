@@ -264,12 +264,10 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
     if dvarlen_states is not None:
         varlen = _varlen_parts(x, B, dt_chunks, dA_cumsum, chunk_states, seq_idx, cu_seqlens,
                                dvarlen_states.float())
-    # Packing arguments only when packed, and dstates in the input dtype (bwd_chunk rounds them
-    # to it for its mma anyway) only when that is 16-bit: an unpacked float32 call keeps
-    # bwd_state_pass's four-argument form, the one notebook 12 swaps a learner's kernel into.
-    state_kwargs, chunk_packing = {}, {}
-    if x.dtype != torch.float32:
-        state_kwargs["low_precision_states"] = True
+    # dstates in the input dtype (bwd_chunk rounds them to it for its mma anyway); packing
+    # arguments only when packed.
+    state_kwargs = {"low_precision_states": x.dtype != torch.float32}
+    chunk_packing = {}
     if seq_idx is not None:
         state_kwargs["seq_idx"] = chunk_packing["seq_idx"] = seq_idx
     if varlen is not None:
