@@ -8,12 +8,13 @@ and runs the backward kernels:
 1. ``chunk_cumsum`` again (``dA_cumsum``, the prepared ``dt``), ``fwd_pass_state`` again (the
    state entering each chunk, in the input dtype), and, only when ``z`` needs a gradient,
    ``compute_out`` without skip and gate, written in float32: the scan's output ``y_ssd``;
-2. the gate and skip backward (elementwise): ``dz``, ``dD`` and the scan's output gradient ``dy``;
+2. the gate's backward (elementwise): ``dz`` and the scan's output gradient ``dy``;
 3. :mod:`mamba2_tile.kernels.bwd_state_pass`: the state gradient walking the chunks in reverse
    (stored in the input dtype), ending at the gradient of ``initial_states``;
-4. :mod:`mamba2_tile.kernels.bwd_chunk`: ``dx``, ``dB``, ``dC``, ``dt``'s direct gradient and
-   the row sums ``C_k · dC_k``, ``B_k · dB_k`` (per head), launched over slices of each group's
-   heads so that its float32 per-head ``dB``, ``dC`` and ``dx`` exist for one slice at a time;
+4. :mod:`mamba2_tile.kernels.bwd_chunk`: ``dx`` (the skip's ``D dy`` included, in ``x``'s
+   dtype), ``dB``, ``dC`` (each block summing several heads of a group), ``dt``'s direct
+   gradient, ``dD``'s sums per row block, and the row sums ``C_k · dC_k``, ``B_k · dB_k`` (per
+   head);
 5. ``dA_cumsum``'s gradient, from step 4::
 
        d dA_cumsum_k = C_k · dC_k - B_k · dB_k   (+ <dh_{c+1}, h_{c+1}> at a chunk's last
@@ -28,8 +29,9 @@ and runs the backward kernels:
    plus the ``B · dB`` terms through ``dh_{c+1}``: from the forward's ``h_{c+1}`` it cancels
    against those terms only to the input dtype's precision).
 
-Steps 2 and 5 are elementwise work and sums in PyTorch (on the tensors' device); the work that
-grows with ``chunk_size x dstate`` runs in the cuTile kernels.
+Step 2, step 5 and the last sums of ``dB``, ``dC`` and ``dD`` are elementwise work and sums in
+PyTorch (on the tensors' device); the work that grows with ``chunk_size x dstate`` runs in the
+cuTile kernels.
 
 Packed sequences (``seq_idx``): steps 1, 3 and 4 run the kernels with the forward's masks (no
 state gradient crosses a boundary, no in-chunk pair across one), and step 5 holds unchanged.
@@ -50,7 +52,7 @@ the tokens in step 4 (:mod:`mamba2_tile.kernels.bwd_chunk`), to the state enteri
 import torch
 import torch.nn.functional as F
 
-from mamba2_tile.kernels.bwd_chunk import bwd_chunk_launch
+from mamba2_tile.kernels.bwd_chunk import bwd_chunk
 from mamba2_tile.kernels.bwd_state_pass import bwd_state_pass
 from mamba2_tile.kernels.chunk_cumsum import DA_STEP_MIN, SOFTPLUS_THRESHOLD, chunk_cumsum
 from mamba2_tile.kernels.compute_out import compute_out_launch
@@ -158,61 +160,6 @@ def _packed_step_gradient(to_end, whole_chunk, seq_idx, chunk_size):
     return d_step + torch.where(in_last, whole_chunk[..., None], 0.0)
 
 
-# Enough work in one bwd_chunk launch to fill an H200 many times over: (head, position) rows
-# for 2048 blocks of a 64-long chunk (132 SMs, one block each; a longer chunk's block does
-# proportionally more).
-BWD_CHUNK_MIN_ROWS = 2048 * 64
-
-
-def _heads_per_launch(batch, nchunks, chunk_size, heads_per_group):
-    """The fewest heads of a group per bwd_chunk launch that still give it
-    ``BWD_CHUNK_MIN_ROWS`` rows (a divisor of ``heads_per_group``)."""
-    rows_per_head = batch * nchunks * chunk_size
-    for heads in range(1, heads_per_group + 1):
-        if heads_per_group % heads == 0 and rows_per_head * heads >= BWD_CHUNK_MIN_ROWS:
-            return heads
-    return heads_per_group
-
-
-def _bwd_chunk_by_heads(x, dt_chunks, dA_cumsum, B, C, chunk_states, dstates, dy, D_full,
-                        seq_idx=None, dvarlen_states=None, cu_seqlens=None):
-    """:func:`bwd_chunk` over slices of the heads of each group: the per-head ``dB`` and ``dC``
-    (float32, ``dstate`` wide) and ``dx`` (float32, before the skip's ``D dy``) exist for one
-    slice at a time, summed into the group's and finished into ``x``'s dtype. Returns
-    ``(dx, ddt, dB, dC, ddA_terms)``, ``dB`` and ``dC`` (b, l, g, n) float32. The packing
-    arguments as :func:`bwd_chunk`'s (``dvarlen_states`` sliced with the heads)."""
-    batch, seqlen, nheads, headdim = x.shape
-    ngroups, dstate = B.shape[2], B.shape[3]
-    nchunks = dA_cumsum.shape[2]
-    heads_per_group = nheads // ngroups
-    heads = _heads_per_launch(batch, nchunks, dA_cumsum.shape[3], heads_per_group)
-    f32 = dict(dtype=torch.float32, device=x.device)
-    dx = torch.empty_like(x)
-    # Zeros: blocks past seqlen are never stored, and the caller sums whole chunks.
-    ddt = torch.zeros(dA_cumsum.shape, **f32)
-    ddA_terms = torch.zeros(batch, nheads, nchunks, 3, dA_cumsum.shape[3], **f32)
-    dB = torch.zeros(batch, seqlen, ngroups, dstate, **f32)
-    dC = torch.zeros_like(dB)
-    for g in range(ngroups):
-        for first in range(g * heads_per_group, (g + 1) * heads_per_group, heads):
-            h = slice(first, first + heads)
-            launch, (_, _, dB_heads, dC_heads, _) = bwd_chunk_launch(
-                x[:, :, h], dt_chunks[:, h], dA_cumsum[:, h], B[:, :, g:g + 1],
-                C[:, :, g:g + 1], chunk_states[:, h], dstates[:, h], dy[:, :, h], seq_idx,
-                None if dvarlen_states is None else dvarlen_states[:, h], cu_seqlens)
-            args = launch.named_args()
-            args.update(ddt=ddt[:, h], ddA_terms=ddA_terms[:, h])
-            KernelLaunch(launch.grid, launch.kernel, tuple(args.values())).run()
-            dx_heads = args["dx"]
-            if D_full is not None:
-                dx_heads.addcmul_(dy[:, :, h], D_full[h])
-            dx[:, :, h] = dx_heads
-            dB[:, :, g] += dB_heads.sum(2)
-            dC[:, :, g] += dC_heads.sum(2)
-            del launch, args, dx_heads, dB_heads, dC_heads    # freed before the next launch's
-    return dx, ddt, dB, dC, ddA_terms
-
-
 def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, dt_softplus,
                  dt_limit, dy, dfinal_states, needs=(True,) * 9, seq_idx=None, cu_seqlens=None,
                  dvarlen_states=None):
@@ -253,13 +200,6 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
             dz = dz.to(z.dtype)
         dy.mul_(z).mul_(gate)
         del gate
-    dD = None
-    if D is not None:
-        # One batch row at a time: float32 temporaries of one row, not of the whole batch.
-        dD = sum((dy_row.float() * x_row).sum(0) for dy_row, x_row in zip(dy, x))
-        if D.dim() == 1:
-            dD = dD.sum(-1)
-
     varlen = None
     if dvarlen_states is not None:
         varlen = _varlen_parts(x, B, dt_chunks, dA_cumsum, chunk_states, seq_idx, cu_seqlens,
@@ -275,8 +215,16 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
         chunk_packing.update(dvarlen_states=varlen["G"], cu_seqlens=cu_seqlens)
     dstates, dinitial_states = bwd_state_pass(dy, C, dA_cumsum, dfinal_states.float(),
                                               **state_kwargs)
-    dx, ddt_chunks, dB, dC, ddA_terms = _bwd_chunk_by_heads(
-        x, dt_chunks, dA_cumsum, B, C, chunk_states, dstates, dy, D_full, **chunk_packing)
+    dx, ddt_chunks, dB, dC, ddA_terms, dD = bwd_chunk(
+        x, dt_chunks, dA_cumsum, B, C, chunk_states, dstates, dy, D, **chunk_packing)
+    # Each group's dB and dC: the sum of its blocks' (one per heads_per_block heads).
+    batch, _, ngroups, dstate = B.shape
+    dB = dB.view(batch, seqlen, ngroups, -1, dstate).sum(3)
+    dC = dC.view(batch, seqlen, ngroups, -1, dstate).sum(3)
+    if D is not None:
+        dD = dD.sum((0, 1))                                    # (h, p) from the row blocks'
+        if D.dim() == 1:
+            dD = dD.sum(-1)
 
     # dA_cumsum's gradient (module doc, step 5), then each step's: a reverse running sum.
     C_dC, B_dB, dA_last_terms = ddA_terms.unbind(3)                        # (b, h, c, s) each

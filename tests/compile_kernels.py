@@ -301,8 +301,10 @@ def _backward_examples():
         for seq_idx in packings:
             passing, _ = bwd_state_pass_launch(dy, B, dA_cumsum, states[:, :, 0], seq_idx,
                                                low_precision_states=True)
+            # D (the skip folded into dx), and two heads a block (a whole group) for 16-bit.
             chunk, _ = bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), low, low, dy,
-                                        seq_idx)
+                                        torch.zeros(nheads), seq_idx,
+                                        heads_per_block=1 if dtype == torch.float32 else 2)
             suffix = "" if seq_idx is None else "-packed"
             for name, launch in [("bwd_state_pass", passing), ("bwd_chunk", chunk)]:
                 yield f"{name}[{tag}{suffix}]", launch.kernel, launch.args
@@ -313,7 +315,8 @@ def _backward_examples():
             passing, _ = bwd_state_pass_launch(dy, B, dA_cumsum, states[:, :, 0], packings[1],
                                                states, low_precision_states=True)
             chunk, _ = bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), low, low, dy,
-                                        packings[1], dvarlen, cu_seqlens)
+                                        seq_idx=packings[1], dvarlen_states=dvarlen,
+                                        cu_seqlens=cu_seqlens)
             for name, launch in [("bwd_state_pass", passing), ("bwd_chunk", chunk)]:
                 yield f"{name}[{tag}-varlen]", launch.kernel, launch.args
 

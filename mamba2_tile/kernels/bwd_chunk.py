@@ -81,16 +81,22 @@ from mamba2_tile.tile import ct
 def bwd_chunk_kernel(
     x, dt, dA_cumsum, B, C,          # (b, l, h, p), (b, h, c, s) x2, (b, l, g, n) x2
     chunk_states, dstates, dy,       # (b, h, c, p, n) x2, (b, l, h, p): any float dtype
+    D,                               # (h, p) f32: the skip (HAS_D)
     seq_idx,                         # (b, l) int32: packed sequences
     dvarlen_states,                  # (num_sequences, h, p, n) f32: the gradient of each V_k
     cu_seqlens,                      # (num_sequences + 1,) int32 / int64
     chunk_sequences,                 # (c + 1,) int32: sequences ending in chunk c: [c], [c + 1]
-    dx, ddt, dB, dC,                 # out, f32: (b, l, h, p), (b, h, c, s), (b, l, h, n) x2
+    dx,                              # out, x's dtype: (b, l, h, p), with the skip's D dy
+    ddt,                             # out, f32: (b, h, c, s)
+    dB, dC,                          # out, f32: (b, l, h / HEADS_PER_BLOCK, n), a block's sum
     ddA_terms,                       # out, f32: (b, h, c, 3, s)
+    dD,                              # out, f32: (b, l / BLOCK_M, h, p), dy · x per row block
     CHUNK_SIZE: ct.Constant[int],
     BLOCK_M: ct.Constant[int],
     HEADDIM: ct.Constant[int],       # headdim padded to a power of two
     DSTATE: ct.Constant[int],        # dstate padded to a power of two
+    HEADS_PER_BLOCK: ct.Constant[int],   # heads of one group, summed into one dB and dC
+    HAS_D: ct.Constant[bool],        # the skip: dx gets D dy, and dD is written
     HAS_SEQ_IDX: ct.Constant[bool],  # the forward's seq_idx masks (module doc)
     HAS_VARLEN: ct.Constant[bool],   # each sequence's last state has a gradient (batch 1)
 ):
@@ -98,184 +104,223 @@ def bwd_chunk_kernel(
     nchunks = dA_cumsum.shape[2]
     b = ct.bid(0) // nchunks
     c = ct.bid(0) % nchunks
-    h = ct.bid(1)
-    g = h // (x.shape[2] // B.shape[2])
+    split = ct.bid(1)
+    first_head = split * HEADS_PER_BLOCK
+    g = first_head // (x.shape[2] // B.shape[2])
     seqlen = x.shape[1]
     zero = ct.PaddingMode.ZERO
     mma_dtype = x.dtype
-
-    # In log2 units: every exp is an exp2 (kernels/exp2.py).
-    dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)),
-                         (1, 1)) * LOG2E
-    dh = ct.reshape(ct.load(dstates, (b, h, c, 0, 0), (1, 1, 1, HEADDIM, DSTATE),
-                            padding_mode=zero), (HEADDIM, DSTATE)).astype(ct.float32)
-    h_enter = ct.reshape(ct.load(chunk_states, (b, h, c, 0, 0), (1, 1, 1, HEADDIM, DSTATE),
-                                 padding_mode=zero), (HEADDIM, DSTATE)).astype(ct.float32)
-    # exp(dA_last) <dh, h_c>: dA_last's gradient through the entering state, in float32.
-    entering = ct.sum(ct.sum(dh * h_enter, axis=1, keepdims=True), axis=0, keepdims=True)
-    entering = entering * ct.exp2(dA_last, flush_to_zero=True)                  # (1, 1)
-    dh = dh.astype(mma_dtype)
-    h_enter = h_enter.astype(mma_dtype)
     if HAS_SEQ_IDX:
         # The sequences of the state entering the chunk and of the one leaving it; the
         # entering state only carries through the chunk if both are the same.
         seq_enter = seq_before(seq_idx, b, c * CHUNK_SIZE)
         seq_leave = last_seq(rows_seq(seq_idx, b, c, CHUNK_SIZE))
-        entering = ct.where(seq_enter == seq_leave, entering, 0.0)
-    entering = ct.reshape(entering, (1,))
 
-    # dx, ddt, dB: column blocks j, each summing over the row blocks i >= j.
+    # dx, ddt, dB: column blocks j; for each head, the row blocks i >= j. B_j is the group's,
+    # loaded once for all the block's heads, and dB_j sums their parts: each head's part is
+    # scaled by its dt_j inside the mma operands, so one float32 accumulator holds them all.
     for j in range(blocks_per_chunk):
         col_block = c * blocks_per_chunk + j
         # A block entirely past seqlen (last chunk) has nothing to store, and a load entirely
         # out of bounds is undefined behaviour.
         if col_block * BLOCK_M < seqlen:
-            dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
-                              (BLOCK_M, 1)) * LOG2E
-            dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
             B_j = ct.load(B, (b, col_block, g, 0), (1, BLOCK_M, 1, DSTATE), padding_mode=zero)
             B_j = ct.reshape(B_j, (BLOCK_M, DSTATE)).astype(mma_dtype)
-            x_j = ct.load(x, (b, col_block, h, 0), (1, BLOCK_M, 1, HEADDIM), padding_mode=zero)
-            x_j = ct.reshape(x_j, (BLOCK_M, HEADDIM)).astype(mma_dtype)
-
-            to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)             # (BLOCK_M, 1)
+            cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
+            first = (j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32)) == 0
             if HAS_SEQ_IDX:
                 seq_j = rows_seq(seq_idx, b, col_block, BLOCK_M)             # (BLOCK_M, 1)
-                to_end = ct.where(seq_j == seq_leave, to_end, 0.0)
-            u = ct.mma(B_j, ct.transpose(dh), ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32))
-            u = u * to_end
-            # B_j · dB_j's part through dh, as dt_j x_j · u: the same products, fewer registers;
-            # the entering state's term rides on the chunk's first position.
-            B_dB = ct.sum(x_j.astype(ct.float32) * u, axis=1) * ct.reshape(dt_j, (BLOCK_M,))
-            first = (j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32)) == 0
-            ct.store(ddA_terms, (b, h, c, 2, j),
-                     ct.reshape(B_dB + ct.where(first, entering, 0.0), (1, 1, 1, 1, BLOCK_M)))
-            dB_j = ct.mma(x_j, dh, ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32)) * to_end
-            if HAS_VARLEN:
-                first_k = ct.reshape(ct.load(chunk_sequences, (c,), (1,)), ())
-                end_k = ct.reshape(ct.load(chunk_sequences, (c + 1,), (1,)), ())
-                for k in range(first_k, end_k):
-                    start = ct.reshape(ct.load(cu_seqlens, (k,), (1,)).astype(ct.int32), ())
-                    last = ct.reshape(ct.load(cu_seqlens, (k + 1,), (1,)).astype(ct.int32),
-                                      ()) - 1
-                    if (start < col_block * BLOCK_M + BLOCK_M) & (last >= col_block * BLOCK_M):
-                        to_e = _to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
-                                                last, CHUNK_SIZE, BLOCK_M)
-                        G = ct.load(dvarlen_states, (k, h, 0, 0), (1, 1, HEADDIM, DSTATE),
-                                    padding_mode=zero)
-                        G = ct.reshape(G, (HEADDIM, DSTATE)).astype(mma_dtype)
-                        G_u = ct.mma(B_j, ct.transpose(G),
-                                     ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)) * to_e
-                        u = G_u + u
-                        # B_j · dB_j's part through G_k (its dA_e side is the caller's <G, V>).
-                        B_dB = B_dB + (ct.sum(x_j.astype(ct.float32) * G_u, axis=1)
-                                       * ct.reshape(dt_j, (BLOCK_M,)))
-                        dB_j = ct.mma(x_j, G,
-                                      ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32)) * to_e + dB_j
-            B_dB_pairs = ct.zeros((BLOCK_M,), dtype=ct.float32)
-            cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
-            for i in range(j, blocks_per_chunk):
-                row_block = c * blocks_per_chunk + i
-                if row_block * BLOCK_M < seqlen:
-                    dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)),
-                                      (1, BLOCK_M)) * LOG2E
-                    C_i = ct.load(C, (b, row_block, g, 0), (1, BLOCK_M, 1, DSTATE),
-                                  padding_mode=zero)
-                    C_i = ct.reshape(C_i, (BLOCK_M, DSTATE)).astype(mma_dtype)
-                    dy_i = ct.load(dy, (b, row_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
-                                   padding_mode=zero)
-                    dy_i = ct.reshape(dy_i, (BLOCK_M, HEADDIM)).astype(mma_dtype)
-                    rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
-                                      (1, BLOCK_M))
-                    # Transposed pieces, (j, i): clamp before exp2, as in compute_out (above
-                    # the diagonal the difference is positive and masked anyway).
-                    decay = ct.exp2(ct.minimum(dA_i - dA_j, 0.0, propagate_nan=True),
-                                    flush_to_zero=True)
-                    causal = rows >= cols
-                    scores_t = ct.mma(B_j, ct.transpose(C_i),
-                                      ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                    dyx_t = ct.mma(x_j, ct.transpose(dy_i),
-                                   ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                    dyx_t = ct.where(causal, dyx_t * decay, 0.0)
-                    if HAS_SEQ_IDX:
-                        # Tokens of different sequences never meet (the in-chunk mask).
-                        seq_i = ct.transpose(rows_seq(seq_idx, b, row_block, BLOCK_M))
-                        dyx_t = ct.where(seq_i == seq_j, dyx_t, 0.0)
-                    # B_j · dB_j's pairs (dt_j aside), from the float32 tiles (the dC loop
-                    # makes the same); dyx_t carries every mask.
-                    B_dB_pairs = B_dB_pairs + ct.sum(scores_t * dyx_t, axis=1)
-                    scores_t = ct.where(causal, scores_t * decay, 0.0)
-                    if HAS_SEQ_IDX:
-                        scores_t = ct.where(seq_i == seq_j, scores_t, 0.0)
-                    u = ct.mma(scores_t.astype(mma_dtype), dy_i, u)
-                    dB_j = ct.mma(dyx_t.astype(mma_dtype), C_i, dB_j)
-            ct.store(dx, (b, col_block, h, 0),
-                     ct.reshape(u * dt_j, (1, BLOCK_M, 1, HEADDIM)))
-            ddt_j = ct.sum(x_j.astype(ct.float32) * u, axis=1)
-            ct.store(ddt, (b, h, c, j), ct.reshape(ddt_j, (1, 1, 1, BLOCK_M)))
-            ct.store(dB, (b, col_block, h, 0),
-                     ct.reshape(dB_j * dt_j, (1, BLOCK_M, 1, DSTATE)))
-            B_dB = B_dB + B_dB_pairs * ct.reshape(dt_j, (BLOCK_M,))
-            ct.store(ddA_terms, (b, h, c, 1, j), ct.reshape(B_dB, (1, 1, 1, 1, BLOCK_M)))
+            dB_j = ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32)
+            for head in range(HEADS_PER_BLOCK):
+                h = first_head + head
+                # In log2 units: every exp is an exp2 (kernels/exp2.py).
+                dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1),
+                                             (1, 1, 1, 1)), (1, 1)) * LOG2E
+                dh = ct.reshape(ct.load(dstates, (b, h, c, 0, 0), (1, 1, 1, HEADDIM, DSTATE),
+                                        padding_mode=zero), (HEADDIM, DSTATE))
+                dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
+                                  (BLOCK_M, 1)) * LOG2E
+                dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
+                x_j = ct.load(x, (b, col_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
+                              padding_mode=zero)
+                x_j = ct.reshape(x_j, (BLOCK_M, HEADDIM)).astype(ct.float32)
 
-    # dC: row blocks i, each summing over the column blocks j <= i.
+                to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)         # (BLOCK_M, 1)
+                if HAS_SEQ_IDX:
+                    to_end = ct.where(seq_j == seq_leave, to_end, 0.0)
+                u = ct.mma(B_j, ct.transpose(dh.astype(mma_dtype)),
+                           ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32))
+                u = u * to_end
+                # B_j · dB_j's part through dh, as dt_j x_j · u: the same products, fewer
+                # registers.
+                B_dB = ct.sum(x_j * u, axis=1) * ct.reshape(dt_j, (BLOCK_M,))
+                B_dB_dh = B_dB
+                if j == 0:
+                    # exp(dA_last) <dh, h_c>, dA_last's gradient through the entering state,
+                    # rides on the chunk's first position (float32).
+                    h_enter = ct.load(chunk_states, (b, h, c, 0, 0), (1, 1, 1, HEADDIM, DSTATE),
+                                      padding_mode=zero)
+                    h_enter = ct.reshape(h_enter, (HEADDIM, DSTATE)).astype(ct.float32)
+                    entering = ct.sum(ct.sum(dh.astype(ct.float32) * h_enter, axis=1,
+                                             keepdims=True), axis=0, keepdims=True)
+                    entering = entering * ct.exp2(dA_last, flush_to_zero=True)   # (1, 1)
+                    if HAS_SEQ_IDX:
+                        entering = ct.where(seq_enter == seq_leave, entering, 0.0)
+                    B_dB_dh = B_dB_dh + ct.where(first, ct.reshape(entering, (1,)), 0.0)
+                ct.store(ddA_terms, (b, h, c, 2, j), ct.reshape(B_dB_dh, (1, 1, 1, 1, BLOCK_M)))
+                dB_j = ct.mma((x_j * (to_end * dt_j)).astype(mma_dtype),
+                              dh.astype(mma_dtype), dB_j)
+                if HAS_VARLEN:
+                    first_k = ct.reshape(ct.load(chunk_sequences, (c,), (1,)), ())
+                    end_k = ct.reshape(ct.load(chunk_sequences, (c + 1,), (1,)), ())
+                    for k in range(first_k, end_k):
+                        start = ct.reshape(ct.load(cu_seqlens, (k,), (1,)).astype(ct.int32), ())
+                        last = ct.reshape(ct.load(cu_seqlens, (k + 1,), (1,)).astype(ct.int32),
+                                          ()) - 1
+                        if ((start < col_block * BLOCK_M + BLOCK_M)
+                                & (last >= col_block * BLOCK_M)):
+                            to_e = _to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
+                                                    last, CHUNK_SIZE, BLOCK_M)
+                            G = ct.load(dvarlen_states, (k, h, 0, 0), (1, 1, HEADDIM, DSTATE),
+                                        padding_mode=zero)
+                            G = ct.reshape(G, (HEADDIM, DSTATE)).astype(mma_dtype)
+                            G_u = ct.mma(B_j, ct.transpose(G),
+                                         ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)) * to_e
+                            u = G_u + u
+                            # B_j · dB_j's part through G_k (its dA_e side is the caller's
+                            # <G, V>).
+                            B_dB = B_dB + (ct.sum(x_j * G_u, axis=1)
+                                           * ct.reshape(dt_j, (BLOCK_M,)))
+                            dB_j = ct.mma((x_j * (to_e * dt_j)).astype(mma_dtype), G, dB_j)
+                B_dB_pairs = ct.zeros((BLOCK_M,), dtype=ct.float32)
+                for i in range(j, blocks_per_chunk):
+                    row_block = c * blocks_per_chunk + i
+                    if row_block * BLOCK_M < seqlen:
+                        dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)),
+                                          (1, BLOCK_M)) * LOG2E
+                        C_i = ct.load(C, (b, row_block, g, 0), (1, BLOCK_M, 1, DSTATE),
+                                      padding_mode=zero)
+                        C_i = ct.reshape(C_i, (BLOCK_M, DSTATE)).astype(mma_dtype)
+                        dy_i = ct.load(dy, (b, row_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
+                                       padding_mode=zero)
+                        dy_i = ct.reshape(dy_i, (BLOCK_M, HEADDIM)).astype(mma_dtype)
+                        rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
+                                          (1, BLOCK_M))
+                        # Transposed pieces, (j, i): clamp before exp2, as in compute_out
+                        # (above the diagonal the difference is positive and masked anyway).
+                        decay = ct.exp2(ct.minimum(dA_i - dA_j, 0.0, propagate_nan=True),
+                                        flush_to_zero=True)
+                        causal = rows >= cols
+                        scores_t = ct.mma(B_j, ct.transpose(C_i),
+                                          ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
+                        dyx_t = ct.mma(x_j.astype(mma_dtype), ct.transpose(dy_i),
+                                       ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
+                        dyx_t = ct.where(causal, dyx_t * decay, 0.0)
+                        if HAS_SEQ_IDX:
+                            # Tokens of different sequences never meet (the in-chunk mask).
+                            seq_i = ct.transpose(rows_seq(seq_idx, b, row_block, BLOCK_M))
+                            dyx_t = ct.where(seq_i == seq_j, dyx_t, 0.0)
+                        # B_j · dB_j's pairs (dt_j aside), from the float32 tiles (the dC loop
+                        # makes the same); dyx_t carries every mask.
+                        B_dB_pairs = B_dB_pairs + ct.sum(scores_t * dyx_t, axis=1)
+                        scores_t = ct.where(causal, scores_t * decay, 0.0)
+                        if HAS_SEQ_IDX:
+                            scores_t = ct.where(seq_i == seq_j, scores_t, 0.0)
+                        u = ct.mma(scores_t.astype(mma_dtype), dy_i, u)
+                        dB_j = ct.mma((dyx_t * dt_j).astype(mma_dtype), C_i, dB_j)
+                dx_j = u * dt_j
+                if HAS_D:
+                    # The skip y += D x: dx gets D dy, and D gets this row block's dy · x.
+                    dy_j = ct.load(dy, (b, col_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
+                                   padding_mode=zero)
+                    dy_j = ct.reshape(dy_j, (BLOCK_M, HEADDIM)).astype(ct.float32)
+                    D_h = ct.reshape(ct.load(D, (h, 0), (1, HEADDIM), padding_mode=zero),
+                                     (1, HEADDIM))
+                    dx_j = dx_j + D_h * dy_j
+                    ct.store(dD, (b, col_block, h, 0),
+                             ct.reshape(ct.sum(dy_j * x_j, axis=0), (1, 1, 1, HEADDIM)))
+                ct.store(dx, (b, col_block, h, 0),
+                         ct.reshape(dx_j, (1, BLOCK_M, 1, HEADDIM)).astype(dx.dtype))
+                ddt_j = ct.sum(x_j * u, axis=1)
+                ct.store(ddt, (b, h, c, j), ct.reshape(ddt_j, (1, 1, 1, BLOCK_M)))
+                B_dB = B_dB + B_dB_pairs * ct.reshape(dt_j, (BLOCK_M,))
+                ct.store(ddA_terms, (b, h, c, 1, j), ct.reshape(B_dB, (1, 1, 1, 1, BLOCK_M)))
+            ct.store(dB, (b, col_block, split, 0), ct.reshape(dB_j, (1, BLOCK_M, 1, DSTATE)))
+
+    # dC: row blocks i; for each head, the column blocks j <= i, summed into one dC_i.
     for i in range(blocks_per_chunk):
         row_block = c * blocks_per_chunk + i
         if row_block * BLOCK_M < seqlen:
-            dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)),
-                              (BLOCK_M, 1)) * LOG2E
-            dy_i = ct.load(dy, (b, row_block, h, 0), (1, BLOCK_M, 1, HEADDIM), padding_mode=zero)
-            dy_i = ct.reshape(dy_i, (BLOCK_M, HEADDIM)).astype(mma_dtype)
             C_i = ct.load(C, (b, row_block, g, 0), (1, BLOCK_M, 1, DSTATE), padding_mode=zero)
             C_i = ct.reshape(C_i, (BLOCK_M, DSTATE)).astype(mma_dtype)
-            dC_i = ct.mma(dy_i, h_enter, ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32))
-            read_out = ct.exp2(dA_i, flush_to_zero=True)                     # (BLOCK_M, 1)
+            rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
             if HAS_SEQ_IDX:
                 seq_i = rows_seq(seq_idx, b, row_block, BLOCK_M)             # (BLOCK_M, 1)
-                read_out = ct.where(seq_i == seq_enter, read_out, 0.0)
-            dC_i = dC_i * read_out
-            C_dC = ct.sum(C_i.astype(ct.float32) * dC_i, axis=1)
-            rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
-            for j in range(i + 1):
-                col_block = c * blocks_per_chunk + j
-                dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
-                                  (1, BLOCK_M)) * LOG2E
-                dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (1, BLOCK_M))
-                x_j = ct.load(x, (b, col_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
-                              padding_mode=zero)
-                x_j = ct.reshape(x_j, (BLOCK_M, HEADDIM)).astype(mma_dtype)
-                B_j = ct.load(B, (b, col_block, g, 0), (1, BLOCK_M, 1, DSTATE),
-                              padding_mode=zero)
-                B_j = ct.reshape(B_j, (BLOCK_M, DSTATE)).astype(mma_dtype)
-                cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (1, BLOCK_M))
-                decay = ct.exp2(ct.minimum(dA_i - dA_j, 0.0, propagate_nan=True),
-                                flush_to_zero=True)
-                dyx = ct.mma(dy_i, ct.transpose(x_j),
-                             ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                dyx = ct.where(rows >= cols, dyx * decay * dt_j, 0.0)
+            dC_i = ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32)
+            for head in range(HEADS_PER_BLOCK):
+                h = first_head + head
+                dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)),
+                                  (BLOCK_M, 1)) * LOG2E
+                dy_i = ct.load(dy, (b, row_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
+                               padding_mode=zero)
+                dy_i = ct.reshape(dy_i, (BLOCK_M, HEADDIM)).astype(ct.float32)
+                h_enter = ct.load(chunk_states, (b, h, c, 0, 0), (1, 1, 1, HEADDIM, DSTATE),
+                                  padding_mode=zero)
+                h_enter = ct.reshape(h_enter, (HEADDIM, DSTATE)).astype(mma_dtype)
+                read_out = ct.exp2(dA_i, flush_to_zero=True)                 # (BLOCK_M, 1)
                 if HAS_SEQ_IDX:
-                    seq_j = ct.transpose(rows_seq(seq_idx, b, col_block, BLOCK_M))
-                    dyx = ct.where(seq_i == seq_j, dyx, 0.0)
-                # C_i · dC_i's pairs from float32 tiles: C Bᵀ again, the j loop's scores.
-                scores = ct.mma(C_i, ct.transpose(B_j),
-                                ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                C_dC = C_dC + ct.sum(scores * dyx, axis=1)
-                dC_i = ct.mma(dyx.astype(mma_dtype), B_j, dC_i)
-            ct.store(dC, (b, row_block, h, 0), ct.reshape(dC_i, (1, BLOCK_M, 1, DSTATE)))
-            ct.store(ddA_terms, (b, h, c, 0, i), ct.reshape(C_dC, (1, 1, 1, 1, BLOCK_M)))
+                    read_out = ct.where(seq_i == seq_enter, read_out, 0.0)
+                # dC_i's part through the entering state, exp(dA_i) h_cᵀ dy_i, and its row sum
+                # C_i · (exp(dA_i) h_cᵀ dy_i) = exp(dA_i) dy_i · (h_c C_i), from a tile of
+                # headdim columns.
+                C_dC = ct.sum(dy_i * ct.mma(C_i, ct.transpose(h_enter),
+                                            ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)),
+                              axis=1) * ct.reshape(read_out, (BLOCK_M,))
+                dC_i = ct.mma((dy_i * read_out).astype(mma_dtype), h_enter, dC_i)
+                dy_i = dy_i.astype(mma_dtype)
+                for j in range(i + 1):
+                    col_block = c * blocks_per_chunk + j
+                    dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
+                                      (1, BLOCK_M)) * LOG2E
+                    dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)),
+                                      (1, BLOCK_M))
+                    x_j = ct.load(x, (b, col_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
+                                  padding_mode=zero)
+                    x_j = ct.reshape(x_j, (BLOCK_M, HEADDIM)).astype(mma_dtype)
+                    B_j = ct.load(B, (b, col_block, g, 0), (1, BLOCK_M, 1, DSTATE),
+                                  padding_mode=zero)
+                    B_j = ct.reshape(B_j, (BLOCK_M, DSTATE)).astype(mma_dtype)
+                    cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
+                                      (1, BLOCK_M))
+                    decay = ct.exp2(ct.minimum(dA_i - dA_j, 0.0, propagate_nan=True),
+                                    flush_to_zero=True)
+                    dyx = ct.mma(dy_i, ct.transpose(x_j),
+                                 ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
+                    dyx = ct.where(rows >= cols, dyx * decay * dt_j, 0.0)
+                    if HAS_SEQ_IDX:
+                        seq_j = ct.transpose(rows_seq(seq_idx, b, col_block, BLOCK_M))
+                        dyx = ct.where(seq_i == seq_j, dyx, 0.0)
+                    # C_i · dC_i's pairs from float32 tiles: C Bᵀ again, the j loop's scores.
+                    scores = ct.mma(C_i, ct.transpose(B_j),
+                                    ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
+                    C_dC = C_dC + ct.sum(scores * dyx, axis=1)
+                    dC_i = ct.mma(dyx.astype(mma_dtype), B_j, dC_i)
+                ct.store(ddA_terms, (b, h, c, 0, i), ct.reshape(C_dC, (1, 1, 1, 1, BLOCK_M)))
+            ct.store(dC, (b, row_block, split, 0), ct.reshape(dC_i, (1, BLOCK_M, 1, DSTATE)))
 
 
 @ct.kernel
 def bwd_chunk_float32_kernel(
     x, dt, dA_cumsum, B, C,          # as bwd_chunk_kernel, all float32
-    chunk_states, dstates, dy,
+    chunk_states, dstates, dy, D,
     seq_idx,                         # (b, l) int32: packed sequences
     dvarlen_states, cu_seqlens, chunk_sequences,   # as bwd_chunk_kernel
-    dx, ddt, dB, dC, ddA_terms,
+    dx, ddt, dB, dC, ddA_terms, dD,  # as bwd_chunk_kernel, one head per block: dB, dC per head
     CHUNK_SIZE: ct.Constant[int],
     BLOCK_M: ct.Constant[int],
     BLOCK_N: ct.Constant[int],       # dstate columns per step
     HEADDIM: ct.Constant[int],       # headdim padded to a power of two
+    HAS_D: ct.Constant[bool],        # the skip: dx gets D dy, and dD is written
     HAS_SEQ_IDX: ct.Constant[bool],  # the forward's seq_idx masks (module doc)
     HAS_VARLEN: ct.Constant[bool],   # each sequence's last state has a gradient (batch 1)
 ):
@@ -391,7 +436,17 @@ def bwd_chunk_float32_kernel(
                     dy_i = ct.reshape(ct.load(dy, (b, row_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
                                               padding_mode=zero), (BLOCK_M, HEADDIM))
                     u = split_mma(scores_t, dy_i, u)
-            ct.store(dx, (b, col_block, h, 0), ct.reshape(u * dt_j, (1, BLOCK_M, 1, HEADDIM)))
+            dx_j = u * dt_j
+            if HAS_D:
+                # The skip y += D x: dx gets D dy, and D gets this row block's dy · x.
+                dy_j = ct.reshape(ct.load(dy, (b, col_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
+                                          padding_mode=zero), (BLOCK_M, HEADDIM))
+                D_h = ct.reshape(ct.load(D, (h, 0), (1, HEADDIM), padding_mode=zero),
+                                 (1, HEADDIM))
+                dx_j = dx_j + D_h * dy_j
+                ct.store(dD, (b, col_block, h, 0),
+                         ct.reshape(ct.sum(dy_j * x_j, axis=0), (1, 1, 1, HEADDIM)))
+            ct.store(dx, (b, col_block, h, 0), ct.reshape(dx_j, (1, BLOCK_M, 1, HEADDIM)))
             ct.store(ddt, (b, h, c, j), ct.reshape(ct.sum(x_j * u, axis=1), (1, 1, 1, BLOCK_M)))
 
     # dB: column blocks j and dstate blocks n, each summing over the row blocks i >= j.
@@ -555,49 +610,92 @@ def chunk_sequences(cu_seqlens, chunk_size, nchunks):
     return torch.searchsorted(last_chunk.contiguous(), bounds).int()
 
 
-def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, seq_idx=None,
-                     dvarlen_states=None, cu_seqlens=None):
+# Blocks one bwd_chunk launch should have at least: about eight per SM of an H200 (132 SMs),
+# enough for the last wave's tail not to matter. Below it, fewer heads share a block.
+BWD_CHUNK_MIN_BLOCKS = 1024
+
+
+def bwd_chunk_heads_per_block(dtype, batch, nchunks, nheads, ngroups):
+    """The heads of one group that one block loops over, summing their ``dB`` and ``dC``: the
+    most (a divisor of ``nheads // ngroups``) that still leave ``BWD_CHUNK_MIN_BLOCKS`` blocks,
+    or 1 if even one head per block leaves fewer. Each block reads its group's ``B`` and ``C``
+    once and writes one ``dB`` and ``dC`` for all its heads, so more heads a block means less
+    memory traffic; fewer, more blocks to fill the GPU. float32: always 1 (its kernel keeps one
+    head, dstate in blocks)."""
+    if dtype == torch.float32:
+        return 1
+    heads_per_group = nheads // ngroups
+    best = 1
+    for heads in range(1, heads_per_group + 1):
+        if (heads_per_group % heads == 0
+                and batch * nchunks * (nheads // heads) >= BWD_CHUNK_MIN_BLOCKS):
+            best = heads
+    return best
+
+
+def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, seq_idx=None,
+                     dvarlen_states=None, cu_seqlens=None, heads_per_block=None):
     """Allocate the outputs and plan the launch; returns
-    ``(KernelLaunch, (dx, ddt, dB, dC, ddA_terms))``, all float32: ``dx`` (b, l, h, p) without
-    the skip's ``D dy``; ``ddt`` (b, h, c, s) in the chunk layout of ``dt``, zero past seqlen;
-    ``dB``, ``dC`` (b, l, h, n) per head; ``ddA_terms`` (b, h, c, 3, s), zero past seqlen:
-    ``C_k · dC_k``, ``B_k · dB_k`` and the part of the latter through the state gradient (plus
-    ``exp(dA_last) <dh, h_c>`` at position 0), which sums over a chunk to ``dA_last``'s
-    gradient. ``seq_idx`` (b, l) int32: packed sequences (module doc), with
-    ``chunk_states`` and ``dstates`` those of the same packing. ``dvarlen_states``
-    (num_sequences, h, p, n) float32 with ``cu_seqlens`` (batch 1): the gradient of each
-    sequence's last state, its in-chunk part (module doc)."""
+    ``(KernelLaunch, (dx, ddt, dB, dC, ddA_terms, dD))``:
+
+    - ``dx`` (b, l, h, p) in ``x``'s dtype, with the skip's ``D dy`` when ``D`` is given
+      ((h,) or (h, p));
+    - ``ddt`` (b, h, c, s) float32, ``dt``'s direct gradient in its chunk layout, zero past
+      seqlen;
+    - ``dB``, ``dC`` (b, l, h / heads_per_block, n) float32: each the sum over one block's
+      heads (:func:`bwd_chunk_heads_per_block` when ``heads_per_block`` is None), for the caller
+      to sum over each group's blocks;
+    - ``ddA_terms`` (b, h, c, 3, s) float32, zero past seqlen: ``C_k · dC_k``, ``B_k · dB_k``
+      and the part of the latter through the state gradient (plus ``exp(dA_last) <dh, h_c>`` at
+      position 0), which sums over a chunk to ``dA_last``'s gradient;
+    - ``dD`` (b, ceil(l / block_m), h, p) float32, ``dy · x`` summed over each row block of
+      ``block_m`` tokens (None without ``D``).
+
+    ``seq_idx`` (b, l) int32: packed sequences (module doc), with ``chunk_states`` and
+    ``dstates`` those of the same packing. ``dvarlen_states`` (num_sequences, h, p, n) float32
+    with ``cu_seqlens`` (batch 1): the gradient of each sequence's last state, its in-chunk part
+    (module doc)."""
     batch, seqlen, nheads, headdim = x.shape
-    dstate = B.shape[3]
+    ngroups, dstate = B.shape[2], B.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
-    dx = torch.empty(batch, seqlen, nheads, headdim, dtype=torch.float32, device=x.device)
-    # Zeros: blocks past seqlen are never stored, and the caller sums ddt over whole chunks.
-    ddt = torch.zeros(batch, nheads, nchunks, chunk_size, dtype=torch.float32, device=x.device)
-    ddA_terms = torch.zeros(batch, nheads, nchunks, 3, chunk_size, dtype=torch.float32,
-                            device=x.device)
-    dB = torch.empty(batch, seqlen, nheads, dstate, dtype=torch.float32, device=x.device)
-    dC = torch.empty_like(dB)
-    grid = (batch * nchunks, nheads, 1)
-    outputs = (dx, ddt, dB, dC, ddA_terms)
+    if heads_per_block is None:
+        heads_per_block = bwd_chunk_heads_per_block(x.dtype, batch, nchunks, nheads, ngroups)
     block_m, block_n = bwd_chunk_tiles(x.dtype, chunk_size, dstate)
+    f32 = dict(dtype=torch.float32, device=x.device)
+    dx = torch.empty_like(x)
+    # Zeros: blocks past seqlen are never stored, and the caller sums ddt over whole chunks.
+    ddt = torch.zeros(batch, nheads, nchunks, chunk_size, **f32)
+    ddA_terms = torch.zeros(batch, nheads, nchunks, 3, chunk_size, **f32)
+    dB = torch.empty(batch, seqlen, nheads // heads_per_block, dstate, **f32)
+    dC = torch.empty_like(dB)
+    dD = None if D is None else torch.empty(batch, -(-seqlen // block_m), nheads, headdim, **f32)
+    grid = (batch * nchunks, nheads // heads_per_block, 1)
+    outputs = (dx, ddt, dB, dC, ddA_terms, dD)
     varlen = dvarlen_states is not None
+    D_rows = None if D is None else (D.float()[:, None] if D.dim() == 1 else D.float())
     args = (x, dt, dA_cumsum, B, C, chunk_states, dstates, dy,
+            placeholder(dA_cumsum) if D is None else D_rows.expand(nheads, headdim).contiguous(),
             seq_placeholder(x) if seq_idx is None else seq_idx,
             dvarlen_states if varlen else placeholder(dA_cumsum),
             cu_seqlens if varlen else seq_placeholder(x),
             chunk_sequences(cu_seqlens, chunk_size, nchunks) if varlen else seq_placeholder(x),
-            *outputs, chunk_size, block_m)
+            dx, ddt, dB, dC, ddA_terms, placeholder(dA_cumsum) if D is None else dD,
+            chunk_size, block_m)
     if block_n is None:
-        args += (next_power_of_2(headdim), next_power_of_2(dstate), seq_idx is not None, varlen)
+        args += (next_power_of_2(headdim), next_power_of_2(dstate), heads_per_block, D is not None,
+                 seq_idx is not None, varlen)
         return KernelLaunch(grid, bwd_chunk_kernel, args), outputs
-    args += (block_n, next_power_of_2(headdim), seq_idx is not None, varlen)
+    if heads_per_block != 1:
+        raise ValueError(f"heads_per_block must be 1 for float32 inputs, got {heads_per_block}")
+    args += (block_n, next_power_of_2(headdim), D is not None, seq_idx is not None, varlen)
     return KernelLaunch(grid, bwd_chunk_float32_kernel, args), outputs
 
-def bwd_chunk(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, seq_idx=None,
-              dvarlen_states=None, cu_seqlens=None):
-    """Run the per-chunk gradients; returns ``(dx, ddt, dB, dC, ddA_terms)`` (see the
+
+def bwd_chunk(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, seq_idx=None,
+              dvarlen_states=None, cu_seqlens=None, heads_per_block=None):
+    """Run the per-chunk gradients; returns ``(dx, ddt, dB, dC, ddA_terms, dD)`` (see the
     launcher)."""
-    launch, outputs = bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy,
-                                       seq_idx, dvarlen_states, cu_seqlens)
+    launch, outputs = bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D,
+                                       seq_idx, dvarlen_states, cu_seqlens, heads_per_block)
     launch.run()
     return outputs

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from mamba2_tile import autograd, dispatch
+from mamba2_tile import dispatch
+from mamba2_tile.kernels import bwd_chunk
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kernels"))  # grad_cases
 
@@ -125,9 +126,10 @@ def test_bfloat16_decay_gradients_as_accurate_as_the_rest(chunk_size):
     assert error["A"] <= bound and error["dt"] <= bound, error
 
 
-def test_bwd_chunk_over_head_slices(monkeypatch):
-    # Strided head slices of x, dy, the states and the outputs, one head per launch.
-    monkeypatch.setattr(autograd, "BWD_CHUNK_MIN_ROWS", 1)
+@pytest.mark.parametrize("min_blocks", [1, 10**9], ids=["whole-group-per-block", "one-head"])
+def test_bwd_chunk_heads_per_block(monkeypatch, min_blocks):
+    # Two heads of a group summed in one block, or one head a block.
+    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_MIN_BLOCKS", min_blocks)
     case = Case(batch=2, seqlen=300, nheads=4, headdim=64, dstate=64, ngroups=2,
                 dtype=torch.bfloat16, D="channel", z=True, initial_states=True, seed=13)
     check(case, 128, tolerance=BFLOAT16_TOLERANCE, device="cuda")

@@ -14,6 +14,7 @@ import torch
 from grad_cases import DECAY_ERROR_RATIO, bfloat16_relative_errors, check, gradients
 from mamba2_tile import autograd
 from mamba2_tile.api import mamba_chunk_scan_combined
+from mamba2_tile.kernels import bwd_chunk
 from ssd_cases import Case, make_case
 
 
@@ -38,13 +39,13 @@ def test_float32_backward_runs_at_chunk_64_whatever_the_forward_chunk(monkeypatc
     # autograd.FLOAT32_BACKWARD_CHUNK: the float32 bwd_chunk never returned on the H200 at chunk
     # 128. The gradients stay those of the recurrence (check), and bwd_chunk sees chunks of 64.
     seen = []
-    launch = autograd.bwd_chunk_launch
+    run = autograd.bwd_chunk
 
     def recording(x, dt, dA_cumsum, *args, **kwargs):
         seen.append(dA_cumsum.shape[3])
-        return launch(x, dt, dA_cumsum, *args, **kwargs)
+        return run(x, dt, dA_cumsum, *args, **kwargs)
 
-    monkeypatch.setattr(autograd, "bwd_chunk_launch", recording)
+    monkeypatch.setattr(autograd, "bwd_chunk", recording)
     check(Case(seqlen=300, nheads=2, headdim=8, dstate=16, D="head", seed=12), chunk_size=256)
     assert seen and set(seen) == {autograd.FLOAT32_BACKWARD_CHUNK}
 
@@ -258,12 +259,38 @@ def test_bfloat16_decay_gradients_as_accurate_as_the_rest(chunk_size):
     assert error["A"] <= bound and error["dt"] <= bound, error
 
 
-def test_bwd_chunk_one_head_per_launch(monkeypatch):
-    # The backward runs bwd_chunk over slices of each group's heads (their per-head dB, dC
-    # summed slice by slice); small problems fit one launch per group, so force one head each.
-    monkeypatch.setattr(autograd, "BWD_CHUNK_MIN_ROWS", 1)
-    check(Case(batch=2, seqlen=100, nheads=4, headdim=4, ngroups=2, dstate=16, D="channel",
-               z=True, initial_states=True, seed=11))
+@pytest.mark.parametrize("min_blocks", [1, 10**9], ids=["whole-group-per-block", "one-head"])
+def test_bwd_chunk_heads_per_block(monkeypatch, min_blocks):
+    # bwd_chunk loops over several heads of a group in one block, summing their dB and dC; a
+    # small problem gets one head per block (too few blocks otherwise), so force both ends: a
+    # whole group of 4 heads per block (two blocks, one per group), and one head per block.
+    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_MIN_BLOCKS", min_blocks)
+    seen = []
+    launch = bwd_chunk.bwd_chunk_launch
+
+    def recording(*args, **kwargs):
+        found = launch(*args, **kwargs)
+        seen.append(found[0].grid[1])
+        return found
+
+    monkeypatch.setattr(bwd_chunk, "bwd_chunk_launch", recording)
+    check(Case(batch=2, seqlen=100, nheads=8, headdim=4, ngroups=2, dstate=16, D="channel",
+               z=True, initial_states=True, dtype=torch.bfloat16, seed=11), tolerance=5e-2)
+    assert seen == [2 if min_blocks == 1 else 8]
+
+
+def test_heads_per_block_rule():
+    rule = bwd_chunk.bwd_chunk_heads_per_block
+    # b8 h64 L2048 chunk 64: 256 (batch, chunk) pairs, so 16 heads a block leave 1024 blocks.
+    assert rule(torch.bfloat16, 8, 32, 64, 1) == 16
+    # b8 chunk 256: 64 pairs, 4 heads a block; with 8 groups (8 heads each) still 4.
+    assert rule(torch.bfloat16, 8, 8, 64, 1) == 4
+    assert rule(torch.bfloat16, 8, 8, 64, 8) == 4
+    # Too few blocks even at one head a block: one head; heads a block divide a group's.
+    assert rule(torch.float16, 1, 2, 4, 1) == 1
+    assert rule(torch.bfloat16, 8, 32, 24, 1) == 6
+    # float32's kernel keeps one head a block.
+    assert rule(torch.float32, 8, 32, 64, 1) == 1
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)

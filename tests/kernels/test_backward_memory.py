@@ -9,6 +9,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from mamba2_tile import autograd, dispatch
+from mamba2_tile.kernels.bwd_chunk import bwd_chunk_heads_per_block
 
 
 class LiveBytes(TorchDispatchMode):
@@ -44,7 +45,7 @@ class LiveBytes(TorchDispatchMode):
 @pytest.mark.parametrize("z", [False, True])
 def test_backward_allocates_only_what_it_needs(monkeypatch, z):
     monkeypatch.setattr(dispatch, "launch", lambda grid, kernel, args: None)
-    b, l, h, p, n, chunk = 2, 4096, 64, 16, 64, 64     # 4 bwd_chunk launches
+    b, l, h, p, n, chunk = 2, 4096, 64, 16, 64, 64
     bf16 = torch.bfloat16
     x = torch.zeros(b, l, h, p, dtype=bf16)
     B = torch.zeros(b, l, 1, n, dtype=bf16)
@@ -58,9 +59,10 @@ def test_backward_allocates_only_what_it_needs(monkeypatch, z):
                               dt_limit=(0.0, float("inf")), dy=dy, dfinal_states=None)
     states = b * h * (l // chunk) * p * n * 2          # chunk_states, dstates: input dtype
     rows32 = b * l * h * p * 4                        # one float32 (b, l, h, p)
-    heads = autograd._heads_per_launch(b, l // chunk, chunk, h)
-    assert heads < h
-    launch = b * l * heads * (2 * n + p) * 4          # one launch's per-head dB, dC, dx
+    # bwd_chunk's dB and dC: one float32 (b, l, n) per block of heads, summed per group after.
+    heads = bwd_chunk_heads_per_block(x.dtype, b, l // chunk, h, 1)
+    assert heads > 1
+    launch = 2 * b * l * (h // heads) * n * 4 + b * l * n * 4 * 2
     gradients = x.nbytes * (2 if z else 1)             # dx (and dz) as returned
     # per-position float32 pieces (dA_cumsum, dt, ddt, ddA_terms, running sums) and
     # per-head states (final_states, its gradient, initial_states')
