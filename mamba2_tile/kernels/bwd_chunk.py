@@ -71,7 +71,7 @@ import torch
 
 from mamba2_tile.kernels.exp2 import LOG2E
 from mamba2_tile.kernels.launching import (KernelLaunch, next_power_of_2, placeholder,
-                                           seq_placeholder)
+                                           seq_placeholder, with_hints)
 from mamba2_tile.kernels.packing import last_seq, rows_seq, seq_before
 from mamba2_tile.kernels.split_tf32 import split_mma
 from mamba2_tile.tile import ct
@@ -610,6 +610,12 @@ def chunk_sequences(cu_seqlens, chunk_size, nchunks):
     return torch.searchsorted(last_chunk.contiguous(), bounds).int()
 
 
+# The 16-bit kernel's compiler hint: 8 worker warps. Its tiles (a block's shared memory is over
+# 200 KB at dstate 128, so one block an SM either way) then fit the registers: compiled for sm_90
+# at chunk 64, dstate 128, 16 heads a block, 4 warps spilled 840 bytes a thread, 8 spill none
+# (at chunk 256, 4 heads a block: 640 bytes against 16).
+BWD_CHUNK_WORKER_WARPS = 8
+
 # Blocks one bwd_chunk launch should have at least: about eight per SM of an H200 (132 SMs),
 # enough for the last wave's tail not to matter. Below it, fewer heads share a block.
 BWD_CHUNK_MIN_BLOCKS = 1024
@@ -684,7 +690,8 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, 
     if block_n is None:
         args += (next_power_of_2(headdim), next_power_of_2(dstate), heads_per_block, D is not None,
                  seq_idx is not None, varlen)
-        return KernelLaunch(grid, bwd_chunk_kernel, args), outputs
+        kernel = with_hints(bwd_chunk_kernel, num_worker_warps=BWD_CHUNK_WORKER_WARPS)
+        return KernelLaunch(grid, kernel, args), outputs
     if heads_per_block != 1:
         raise ValueError(f"heads_per_block must be 1 for float32 inputs, got {heads_per_block}")
     args += (block_n, next_power_of_2(headdim), D is not None, seq_idx is not None, varlen)
