@@ -116,6 +116,24 @@ def test_spilled_registers_show_as_local_memory():
     assert compiled(np.float16).local_bytes == 0
 
 
+@pytest.mark.parametrize("chunk_size, heads", [(64, 16), (256, 4)])
+def test_bwd_chunk_keeps_its_tiles_in_registers_on_sm90(chunk_size, heads):
+    """The 16-bit bwd_chunk at a model's head shape (headdim 64, dstate 128), with the heads a
+    block the launcher picks at batch 8 and 2048 tokens: its 8 worker warps
+    (``BWD_CHUNK_WORKER_WARPS``) hold the tiles without spilling (4 warps spilled 840 bytes a
+    thread at chunk 64). At most 16 bytes a thread at chunk 256 (what 8 warps leave there)."""
+    from mamba2_tile.kernels.bwd_chunk import bwd_chunk_heads_per_block, bwd_chunk_launch
+    assert bwd_chunk_heads_per_block(torch.bfloat16, 8, 2048 // chunk_size, 64, 1) == heads
+    x = torch.zeros(1, 2 * chunk_size, heads, 64, dtype=torch.bfloat16)
+    B = torch.zeros(1, 2 * chunk_size, 1, 128, dtype=torch.bfloat16)
+    dA_cumsum = torch.zeros(1, heads, 2, chunk_size)
+    states = torch.zeros(1, heads, 2, 64, 128, dtype=torch.bfloat16)
+    launch, _ = bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), states, states, x,
+                                 torch.zeros(heads), heads_per_block=heads)
+    result = compile_kernel(launch.kernel, launch.args, "sm_90")
+    assert result.local_bytes <= (0 if chunk_size == 64 else 16), result.summary()
+
+
 def test_decode_kernel_leaves_room_for_many_blocks_per_sm():
     """The decode step is memory-bound: it needs several blocks per SM with their loads in
     flight. With TMA loads the compiler warp-specialised it at 255 registers per thread, one

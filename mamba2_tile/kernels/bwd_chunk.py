@@ -15,13 +15,23 @@ so, differentiating each term once::
     dB_j  = dt_j (sum_{i >= j} L_ij (dy_i · x_j) C_i + exp(dA_last - dA_j) x_jᵀ dh)
     dC_i  = exp(dA_i) dy_i h_c + sum_{j <= i} L_ij dt_j (dy_i · x_j) B_j
 
-One block handles one chunk of one head, whole ``headdim`` and ``dstate`` tiles (padded to powers
-of two), in row blocks of ``BLOCK_M`` positions; the ``(BLOCK_M, BLOCK_M)`` pieces of ``L ∘ C Bᵀ``
-and ``L ∘ dy xᵀ`` live in registers between the two ``ct.mma`` that make and consume them, and
-blocks above the diagonal are skipped. ``dB`` and ``dC`` are written per head, ``(b, l, h, n)``:
-the caller sums the heads of each group. As in the forward kernels (and mamba_ssm), ``ct.mma``
-operands are rounded to the input dtype (tensor cores for 16-bit inputs) and everything
-accumulates in float32.
+One block handles one chunk of ``HEADS_PER_BLOCK`` heads of one group, whole ``headdim`` and
+``dstate`` tiles (padded to powers of two), in row blocks of ``BLOCK_M`` positions; the
+``(BLOCK_M, BLOCK_M)`` pieces of ``L ∘ C Bᵀ`` and ``L ∘ dy xᵀ`` live in registers between the two
+``ct.mma`` that make and consume them, and blocks above the diagonal are skipped. As in the
+forward kernels (and mamba_ssm), ``ct.mma`` operands are rounded to the input dtype (tensor cores
+for 16-bit inputs) and everything accumulates in float32.
+
+The heads of a group share ``B`` and ``C``, so ``dB`` and ``dC`` are sums over the heads: a block
+keeps one float32 ``dB_j`` (``dC_i``) for all its heads and writes it once, ``(b, l, h /
+HEADS_PER_BLOCK, n)``, and the caller sums a group's blocks. A head's part carries its own
+``dt_j`` (and decays), so these go into the ``mma`` operand before rounding, ``(dt_j x_j)ᵀ dh``
+rather than ``dt_j (x_jᵀ dh)``: the rounding mamba_ssm's kernels take too. Reading ``B`` and
+``C`` once per block of heads and writing no per-head ``dB``, ``dC`` is what makes the kernel
+fast: one head a block wrote float32 ``dB`` and ``dC`` per head, more bytes than all of its
+inputs, and the caller's sums over them cost as much again (PyTorch's profiler on the H200, b8
+h64 L2048, chunk 64). ``dx`` is written in ``x``'s dtype with the skip's ``D dy`` added, and
+``D``'s gradient as sums of ``dy · x`` per row block (the caller adds them up).
 
 The gradient through ``dA_cumsum`` comes from the same tiles. ``dA_k`` enters every term above
 as ``+dA_k`` where ``k`` is the reading position ``i`` and as ``-dA_k`` where ``k`` is the
@@ -44,7 +54,8 @@ operands sit in registers, so it keeps no tile spanning the whole ``dstate``: ro
 and dstate in blocks of 32 (:func:`bwd_chunk_tiles`). Compiled for sm_90 at chunk 64, headdim
 64, dstate 128 it uses 168 registers per thread and no stack, so nothing spills
 (tests/test_compiler.py checks the cubin); exact float32 ``mma`` in the 16-bit kernel's shape
-was ~111,000 instructions, 14,600 spill stores and 26,225 spill loads.
+was ~111,000 instructions, 14,600 spill stores and 26,225 spill loads. It keeps one head a
+block: its ``dB`` and ``dC`` are per head, ``(b, l, h, n)`` float32, for the caller to sum.
 
 Packed sequences (``HAS_SEQ_IDX``, :mod:`mamba2_tile.kernels.packing`): every factor above
 carries the forward's 0/1 mask, and a masked factor ``m exp(u)`` differentiates to ``m exp(u)``:
