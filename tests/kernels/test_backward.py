@@ -279,6 +279,36 @@ def test_bwd_chunk_heads_per_block(monkeypatch, min_blocks):
     assert seen == [2 if min_blocks == 1 else 8]
 
 
+# The 16-bit kernel with every head of a group in one block (BWD_CHUNK_MIN_BLOCKS = 1), on what
+# the float32 tests above run one head a block: packed rows, each sequence's last state, padded
+# headdim and dstate, three heads a group, a partial chunk of 256. float16: its rounding is
+# 8 times finer than bfloat16's, so the tolerance can be tighter.
+SIXTEEN_BIT_CASES = {
+    "packed-two-rows-groups": dict(
+        case=Case(batch=2, seqlen=100, nheads=4, headdim=4, ngroups=2, dstate=16, D="channel",
+                  z=True, dt_bias=True, initial_states=True, dt_softplus=True,
+                  dt_limit=(0.02, 0.15), dtype=torch.float16, seed=12),
+        seq_idx=packed([30, 1, 69], (2, [5, 60, 35]))),
+    "varlen-long-chunk-groups": dict(
+        case=Case(seqlen=173, nheads=4, headdim=8, ngroups=2, dstate=16, D="channel",
+                  dt_bias=True, dt_softplus=True, initial_states=True, dtype=torch.float16,
+                  seed=18),
+        chunk_size=128, seq_idx=packed([40, 50, 70, 1, 9, 3]),
+        cu_seqlens=cu_seqlens_of([40, 50, 70, 1, 9, 3])),
+    "padded-three-heads-a-group-chunk-256": dict(
+        case=Case(batch=2, seqlen=300, nheads=6, headdim=12, ngroups=2, dstate=24, D="head",
+                  z=True, initial_states=True, dtype=torch.float16, seed=19),
+        chunk_size=256),
+}
+
+
+@pytest.mark.parametrize("name", SIXTEEN_BIT_CASES)
+def test_16bit_whole_group_per_block(monkeypatch, name):
+    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_MIN_BLOCKS", 1)
+    arguments = dict(SIXTEEN_BIT_CASES[name])
+    check(arguments.pop("case"), tolerance=1e-2, **arguments)
+
+
 def test_heads_per_block_rule():
     rule = bwd_chunk.bwd_chunk_heads_per_block
     # b8 h64 L2048 chunk 64: 256 (batch, chunk) pairs, so 16 heads a block leave 1024 blocks.
