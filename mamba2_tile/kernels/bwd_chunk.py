@@ -135,8 +135,7 @@ def bwd_chunk_kernel(
         # A block entirely past seqlen (last chunk) has nothing to store, and a load entirely
         # out of bounds is undefined behaviour.
         if col_block * BLOCK_M < seqlen:
-            B_j = ct.load(B, (b, col_block, g, 0), (1, BLOCK_M, 1, DSTATE), padding_mode=zero)
-            B_j = ct.reshape(B_j, (BLOCK_M, DSTATE)).astype(mma_dtype)
+            B_j = _rows(B, b, col_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
             cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
             first = (j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32)) == 0
             if HAS_SEQ_IDX:
@@ -152,9 +151,7 @@ def bwd_chunk_kernel(
                 dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
                                   (BLOCK_M, 1)) * LOG2E
                 dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
-                x_j = ct.load(x, (b, col_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
-                              padding_mode=zero)
-                x_j = ct.reshape(x_j, (BLOCK_M, HEADDIM)).astype(ct.float32)
+                x_j = _rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
 
                 to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)         # (BLOCK_M, 1)
                 if HAS_SEQ_IDX:
@@ -209,12 +206,8 @@ def bwd_chunk_kernel(
                     if row_block * BLOCK_M < seqlen:
                         dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)),
                                           (1, BLOCK_M)) * LOG2E
-                        C_i = ct.load(C, (b, row_block, g, 0), (1, BLOCK_M, 1, DSTATE),
-                                      padding_mode=zero)
-                        C_i = ct.reshape(C_i, (BLOCK_M, DSTATE)).astype(mma_dtype)
-                        dy_i = ct.load(dy, (b, row_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
-                                       padding_mode=zero)
-                        dy_i = ct.reshape(dy_i, (BLOCK_M, HEADDIM)).astype(mma_dtype)
+                        C_i = _rows(C, b, row_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
+                        dy_i = _rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM).astype(mma_dtype)
                         rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
                                           (1, BLOCK_M))
                         # Transposed pieces, (j, i): clamp before exp2, as in compute_out
@@ -242,9 +235,7 @@ def bwd_chunk_kernel(
                 dx_j = u * dt_j
                 if HAS_D:
                     # The skip y += D x: dx gets D dy, and D gets this row block's dy · x.
-                    dy_j = ct.load(dy, (b, col_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
-                                   padding_mode=zero)
-                    dy_j = ct.reshape(dy_j, (BLOCK_M, HEADDIM)).astype(ct.float32)
+                    dy_j = _rows(dy, b, col_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
                     D_h = ct.reshape(ct.load(D, (h, 0), (1, HEADDIM), padding_mode=zero),
                                      (1, HEADDIM))
                     dx_j = dx_j + D_h * dy_j
@@ -262,8 +253,7 @@ def bwd_chunk_kernel(
     for i in range(blocks_per_chunk):
         row_block = c * blocks_per_chunk + i
         if row_block * BLOCK_M < seqlen:
-            C_i = ct.load(C, (b, row_block, g, 0), (1, BLOCK_M, 1, DSTATE), padding_mode=zero)
-            C_i = ct.reshape(C_i, (BLOCK_M, DSTATE)).astype(mma_dtype)
+            C_i = _rows(C, b, row_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
             rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
             if HAS_SEQ_IDX:
                 seq_i = rows_seq(seq_idx, b, row_block, BLOCK_M)             # (BLOCK_M, 1)
@@ -272,9 +262,7 @@ def bwd_chunk_kernel(
                 h = first_head + head
                 dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)),
                                   (BLOCK_M, 1)) * LOG2E
-                dy_i = ct.load(dy, (b, row_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
-                               padding_mode=zero)
-                dy_i = ct.reshape(dy_i, (BLOCK_M, HEADDIM)).astype(ct.float32)
+                dy_i = _rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
                 h_enter = ct.load(chunk_states, (b, h, c, 0, 0), (1, 1, 1, HEADDIM, DSTATE),
                                   padding_mode=zero)
                 h_enter = ct.reshape(h_enter, (HEADDIM, DSTATE)).astype(mma_dtype)
@@ -295,12 +283,8 @@ def bwd_chunk_kernel(
                                       (1, BLOCK_M)) * LOG2E
                     dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)),
                                       (1, BLOCK_M))
-                    x_j = ct.load(x, (b, col_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
-                                  padding_mode=zero)
-                    x_j = ct.reshape(x_j, (BLOCK_M, HEADDIM)).astype(mma_dtype)
-                    B_j = ct.load(B, (b, col_block, g, 0), (1, BLOCK_M, 1, DSTATE),
-                                  padding_mode=zero)
-                    B_j = ct.reshape(B_j, (BLOCK_M, DSTATE)).astype(mma_dtype)
+                    x_j = _rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM).astype(mma_dtype)
+                    B_j = _rows(B, b, col_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
                     cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
                                       (1, BLOCK_M))
                     decay = ct.exp2(ct.minimum(dA_i - dA_j, 0.0, propagate_nan=True),
@@ -387,12 +371,10 @@ def bwd_chunk_float32_kernel(
             dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
                               (BLOCK_M, 1)) * LOG2E
             dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
-            x_j = ct.reshape(ct.load(x, (b, col_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
-                                     padding_mode=zero), (BLOCK_M, HEADDIM))
+            x_j = _rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM)
             u = ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)
             for n in range(n_blocks):
-                B_jn = ct.reshape(ct.load(B, (b, col_block, g, n), (1, BLOCK_M, 1, BLOCK_N),
-                                          padding_mode=zero), (BLOCK_M, BLOCK_N))
+                B_jn = _rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
                 dh_n = ct.reshape(ct.load(dstates, (b, h, c, 0, n),
                                           (1, 1, 1, HEADDIM, BLOCK_N), padding_mode=zero),
                                   (HEADDIM, BLOCK_N))
@@ -415,9 +397,7 @@ def bwd_chunk_float32_kernel(
                                                 last, CHUNK_SIZE, BLOCK_M)
                         G_u = ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)
                         for n in range(n_blocks):
-                            B_jn = ct.reshape(ct.load(B, (b, col_block, g, n),
-                                                      (1, BLOCK_M, 1, BLOCK_N),
-                                                      padding_mode=zero), (BLOCK_M, BLOCK_N))
+                            B_jn = _rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
                             G_n = ct.reshape(ct.load(dvarlen_states, (k, h, 0, n),
                                                      (1, 1, HEADDIM, BLOCK_N),
                                                      padding_mode=zero), (HEADDIM, BLOCK_N))
@@ -429,12 +409,8 @@ def bwd_chunk_float32_kernel(
                 if row_block * BLOCK_M < seqlen:
                     scores_t = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
                     for n in range(n_blocks):
-                        B_jn = ct.reshape(ct.load(B, (b, col_block, g, n),
-                                                  (1, BLOCK_M, 1, BLOCK_N), padding_mode=zero),
-                                          (BLOCK_M, BLOCK_N))
-                        C_in = ct.reshape(ct.load(C, (b, row_block, g, n),
-                                                  (1, BLOCK_M, 1, BLOCK_N), padding_mode=zero),
-                                          (BLOCK_M, BLOCK_N))
+                        B_jn = _rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
+                        C_in = _rows(C, b, row_block, g, n, BLOCK_M, BLOCK_N)
                         scores_t = split_mma(B_jn, ct.transpose(C_in), scores_t)
                     decay = _decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M)
                     rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
@@ -444,14 +420,12 @@ def bwd_chunk_float32_kernel(
                         # Tokens of different sequences never meet (the in-chunk mask).
                         seq_i = ct.transpose(rows_seq(seq_idx, b, row_block, BLOCK_M))
                         scores_t = ct.where(seq_i == seq_j, scores_t, 0.0)
-                    dy_i = ct.reshape(ct.load(dy, (b, row_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
-                                              padding_mode=zero), (BLOCK_M, HEADDIM))
+                    dy_i = _rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM)
                     u = split_mma(scores_t, dy_i, u)
             dx_j = u * dt_j
             if HAS_D:
                 # The skip y += D x: dx gets D dy, and D gets this row block's dy · x.
-                dy_j = ct.reshape(ct.load(dy, (b, col_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
-                                          padding_mode=zero), (BLOCK_M, HEADDIM))
+                dy_j = _rows(dy, b, col_block, h, 0, BLOCK_M, HEADDIM)
                 D_h = ct.reshape(ct.load(D, (h, 0), (1, HEADDIM), padding_mode=zero),
                                  (1, HEADDIM))
                 dx_j = dx_j + D_h * dy_j
@@ -467,8 +441,7 @@ def bwd_chunk_float32_kernel(
             dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
                               (BLOCK_M, 1)) * LOG2E
             dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
-            x_j = ct.reshape(ct.load(x, (b, col_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
-                                     padding_mode=zero), (BLOCK_M, HEADDIM))
+            x_j = _rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM)
             to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)
             if HAS_SEQ_IDX:
                 seq_j = rows_seq(seq_idx, b, col_block, BLOCK_M)             # (BLOCK_M, 1)
@@ -480,8 +453,7 @@ def bwd_chunk_float32_kernel(
                 dh_n = ct.reshape(ct.load(dstates, (b, h, c, 0, n),
                                           (1, 1, 1, HEADDIM, BLOCK_N), padding_mode=zero),
                                   (HEADDIM, BLOCK_N))
-                B_jn = ct.reshape(ct.load(B, (b, col_block, g, n), (1, BLOCK_M, 1, BLOCK_N),
-                                          padding_mode=zero), (BLOCK_M, BLOCK_N))
+                B_jn = _rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
                 dB_jn = split_mma(x_j, dh_n, ct.zeros((BLOCK_M, BLOCK_N), dtype=ct.float32))
                 dB_jn = dB_jn * to_end
                 B_dB_dh = B_dB_dh + ct.sum(B_jn * dB_jn, axis=1)
@@ -505,9 +477,7 @@ def bwd_chunk_float32_kernel(
                 for i in range(j, blocks_per_chunk):
                     row_block = c * blocks_per_chunk + i
                     if row_block * BLOCK_M < seqlen:
-                        dy_i = ct.reshape(ct.load(dy, (b, row_block, h, 0),
-                                                  (1, BLOCK_M, 1, HEADDIM), padding_mode=zero),
-                                          (BLOCK_M, HEADDIM))
+                        dy_i = _rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM)
                         dyx_t = split_mma(x_j, ct.transpose(dy_i),
                                           ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
                         rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
@@ -517,9 +487,7 @@ def bwd_chunk_float32_kernel(
                         if HAS_SEQ_IDX:
                             seq_i = ct.transpose(rows_seq(seq_idx, b, row_block, BLOCK_M))
                             dyx_t = ct.where(seq_i == seq_j, dyx_t, 0.0)
-                        C_in = ct.reshape(ct.load(C, (b, row_block, g, n),
-                                                  (1, BLOCK_M, 1, BLOCK_N), padding_mode=zero),
-                                          (BLOCK_M, BLOCK_N))
+                        C_in = _rows(C, b, row_block, g, n, BLOCK_M, BLOCK_N)
                         dB_jn = split_mma(dyx_t, C_in, dB_jn)
                 B_dB = B_dB + ct.sum(B_jn * dB_jn, axis=1)
                 ct.store(dB, (b, col_block, h, n), ct.reshape(dB_jn * dt_j,
@@ -538,8 +506,7 @@ def bwd_chunk_float32_kernel(
         if row_block * BLOCK_M < seqlen:
             dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)),
                               (BLOCK_M, 1)) * LOG2E
-            dy_i = ct.reshape(ct.load(dy, (b, row_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
-                                      padding_mode=zero), (BLOCK_M, HEADDIM))
+            dy_i = _rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM)
             rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
             read_out = ct.exp2(dA_i, flush_to_zero=True)                     # (BLOCK_M, 1)
             if HAS_SEQ_IDX:
@@ -558,8 +525,7 @@ def bwd_chunk_float32_kernel(
                                       (1, BLOCK_M)) * LOG2E
                     dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)),
                                       (1, BLOCK_M))
-                    x_j = ct.reshape(ct.load(x, (b, col_block, h, 0), (1, BLOCK_M, 1, HEADDIM),
-                                             padding_mode=zero), (BLOCK_M, HEADDIM))
+                    x_j = _rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM)
                     cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
                                       (1, BLOCK_M))
                     decay = ct.exp2(ct.minimum(dA_i - dA_j, 0.0, propagate_nan=True),
@@ -570,14 +536,22 @@ def bwd_chunk_float32_kernel(
                     if HAS_SEQ_IDX:
                         seq_j = ct.transpose(rows_seq(seq_idx, b, col_block, BLOCK_M))
                         dyx = ct.where(seq_i == seq_j, dyx, 0.0)
-                    B_jn = ct.reshape(ct.load(B, (b, col_block, g, n), (1, BLOCK_M, 1, BLOCK_N),
-                                              padding_mode=zero), (BLOCK_M, BLOCK_N))
+                    B_jn = _rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
                     dC_in = split_mma(dyx, B_jn, dC_in)
-                C_in = ct.reshape(ct.load(C, (b, row_block, g, n), (1, BLOCK_M, 1, BLOCK_N),
-                                          padding_mode=zero), (BLOCK_M, BLOCK_N))
+                C_in = _rows(C, b, row_block, g, n, BLOCK_M, BLOCK_N)
                 C_dC = C_dC + ct.sum(C_in * dC_in, axis=1)
                 ct.store(dC, (b, row_block, h, n), ct.reshape(dC_in, (1, BLOCK_M, 1, BLOCK_N)))
             ct.store(ddA_terms, (b, h, c, 0, i), ct.reshape(C_dC, (1, 1, 1, 1, BLOCK_M)))
+
+
+@ct.function
+def _rows(array, b, row_block, k, column_block, BLOCK_M, WIDTH):
+    """``(BLOCK_M, WIDTH)``: rows ``row_block * BLOCK_M`` onward of batch ``b``'s ``array[b, :,
+    k]`` ((b, l, k, w): ``x``, ``dy``, ``B``, ``C`` and the outputs' layout), columns
+    ``column_block * WIDTH`` onward; zero past the ends (seqlen, padded widths)."""
+    tile = ct.load(array, (b, row_block, k, column_block), (1, BLOCK_M, 1, WIDTH),
+                   padding_mode=ct.PaddingMode.ZERO)
+    return ct.reshape(tile, (BLOCK_M, WIDTH))
 
 
 @ct.function
