@@ -281,8 +281,8 @@ def test_bwd_chunk_heads_per_block(monkeypatch, min_blocks):
 
 # The 16-bit kernel with every head of a group in one block (BWD_CHUNK_MIN_BLOCKS = 1), on what
 # the float32 tests above run one head a block: packed rows, each sequence's last state, padded
-# headdim and dstate, three heads a group, a partial chunk of 256. float16: its rounding is
-# 8 times finer than bfloat16's, so the tolerance can be tighter.
+# headdim and dstate, three and five heads a group, a partial chunk of 256. float16: its rounding
+# is 8 times finer than bfloat16's, so the tolerance can be tighter.
 SIXTEEN_BIT_CASES = {
     "packed-two-rows-groups": dict(
         case=Case(batch=2, seqlen=100, nheads=4, headdim=4, ngroups=2, dstate=16, D="channel",
@@ -295,6 +295,9 @@ SIXTEEN_BIT_CASES = {
                   seed=18),
         chunk_size=128, seq_idx=packed([40, 50, 70, 1, 9, 3]),
         cu_seqlens=cu_seqlens_of([40, 50, 70, 1, 9, 3])),
+    "five-heads-a-group": dict(
+        case=Case(seqlen=130, nheads=10, headdim=16, ngroups=2, dstate=32, D="channel", z=True,
+                  initial_states=True, dtype=torch.float16, seed=23)),
     "padded-three-heads-a-group-chunk-256": dict(
         case=Case(batch=2, seqlen=300, nheads=6, headdim=12, ngroups=2, dstate=24, D="head",
                   z=True, initial_states=True, dtype=torch.float16, seed=19),
