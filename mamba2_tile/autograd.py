@@ -184,7 +184,6 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
     dy = torch.zeros_like(x) if dy is None else dy.contiguous()
     if dfinal_states is None:
         dfinal_states = torch.zeros_like(final_states)
-    D_full = None if D is None else (D.float()[:, None] if D.dim() == 1 else D.float())
     dz = None
     if z is not None:
         # In place on our own float32 buffers: four of (b, l, h, p) at most, dz returned early
@@ -194,7 +193,7 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
         if needs[6]:
             dz = _scan_output(x, dt_chunks, dA_cumsum, B, C, chunk_states, seq_idx)  # y_ssd
             if D is not None:
-                dz.addcmul_(x, D_full)                                           # y_pre
+                dz.addcmul_(x, D.float()[:, None] if D.dim() == 1 else D.float())  # y_pre
             dz.mul_(dy).mul_(gate)
             dz.mul_(torch.sub(1, gate).mul_(z).add_(1))        # d silu(z) / dz = g (1 + z (1 - g))
             dz = dz.to(z.dtype)

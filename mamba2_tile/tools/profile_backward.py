@@ -24,7 +24,7 @@ from tabulate import tabulate
 from mamba2_tile.problem import KERNEL_DTYPES, Problem
 from mamba2_tile.tools import arguments
 from mamba2_tile.tools.bench.measurement import make_inputs
-from mamba2_tile.tools.bench.training import IMPLEMENTATIONS, INPUTS
+from mamba2_tile.tools.bench.training import IMPLEMENTATIONS, leaves, step_function
 
 NAME_WIDTH = 60
 
@@ -47,12 +47,7 @@ def profile_step(problem, implementation, steps, warmup=3):
     if forward is None:
         return None, why
     inputs = make_inputs(problem)
-    leaves = [inputs[name].detach().clone().requires_grad_() for name in INPUTS]
-    dy = torch.randn_like(inputs["x"])
-
-    def step():
-        return torch.autograd.grad(forward(*leaves), leaves, dy)
-
+    step = step_function(forward, leaves(inputs), torch.randn_like(inputs["x"]))
     for _ in range(warmup):
         step()
     torch.cuda.synchronize()

@@ -71,14 +71,17 @@ def _reference(problem):
 IMPLEMENTATIONS = {"mamba2_tile": _mamba2_tile, "mamba_ssm": _mamba_ssm, "fla": _fla}
 
 
-def _leaves(inputs, rows=None):
+def leaves(inputs, rows=None):
+    """Fresh copies of the six inputs that require gradients (batch ``rows`` only, if given;
+    ``A`` and ``D`` are per head)."""
     return {name: (inputs[name] if rows is None or name in ("A", "D") else inputs[name][rows])
             .detach().clone().requires_grad_() for name in INPUTS}
 
 
-def _step(forward, leaves, dy):
-    """A function of no arguments: one forward + backward, the six gradients returned."""
-    tensors = [leaves[name] for name in INPUTS]
+def step_function(forward, inputs, dy):
+    """A function of no arguments: one forward + backward of ``forward`` on ``inputs`` (from
+    :func:`leaves`), the six gradients returned."""
+    tensors = [inputs[name] for name in INPUTS]
 
     def step():
         y = forward(*tensors)
@@ -123,7 +126,7 @@ def measure_training(problem, reps, flush_buffer, implementations=IMPLEMENTATION
     dy = torch.randn(inputs["x"].shape, device=device, generator=generator).to(inputs["x"].dtype)
 
     reference_forward, _ = _reference(problem)
-    expected = _step(reference_forward, _leaves(inputs, slice(0, 1)), dy[:1].double())()
+    expected = step_function(reference_forward, leaves(inputs, slice(0, 1)), dy[:1].double())()
     row = {**dataclasses.asdict(problem), "ms": {}, "timing": {}, "peak_mb": {},
            "grad_error": {}, "max_grad_error": {}, "missing": {}}
     for name, load in implementations.items():
@@ -132,9 +135,9 @@ def measure_training(problem, reps, flush_buffer, implementations=IMPLEMENTATION
             row["missing"][name] = why
             continue
         try:
-            errors = _grad_errors(_step(forward, _leaves(inputs, slice(0, 1)), dy[:1])(),
+            errors = _grad_errors(step_function(forward, leaves(inputs, slice(0, 1)), dy[:1])(),
                                   expected)
-            step = _step(forward, _leaves(inputs), dy)
+            step = step_function(forward, leaves(inputs), dy)
             row["peak_mb"][name] = _peak_mb(step, device)
             row["ms"][name], row["timing"][name] = _time(step, reps, flush_buffer)
         except Exception as error:                   # noqa: BLE001 - recorded, not hidden
