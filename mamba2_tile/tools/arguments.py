@@ -51,6 +51,17 @@ def positive_float(text):
     return value
 
 
+def shard(text):
+    """``K/N`` with ``0 <= K < N``: this process's share of a list, as ``(K, N)``."""
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        index = count = None
+    if index is None or not 0 <= index < count:
+        raise argparse.ArgumentTypeError(f"expected K/N with 0 <= K < N, got {text!r}")
+    return index, count
+
+
 def file_stem(text):
     """A file name without directory or extension, for a file written under the data directory:
     letters, digits, ``_``, ``-`` and ``.``, not starting with ``.`` or ``-``."""

@@ -331,3 +331,37 @@ def test_training_row_on_the_interpreter(monkeypatch):
     assert row["peak_mb"]["mamba2_tile"] is None                    # measured on a GPU only
     table = reporting.format_training([row])
     assert problem.label() in table and "2.50" in table
+
+
+def test_shards_fill_one_file_in_preset_order(tmp_path, monkeypatch):
+    # Two shards, run one after the other here (one per GPU on a real host): each measures
+    # every second row and merges its rows into the file the other one writes too.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Fake GPU")
+    monkeypatch.setattr(measurement, "l2_flush_buffer", lambda: None)
+    monkeypatch.setattr(measurement, "copy_bandwidth", lambda *a: {"memcpy": 1e12, "kernel": 2e12})
+    monkeypatch.setattr(measurement, "load_implementations", lambda: ({}, {"mamba_ssm": "absent"}))
+    monkeypatch.setattr(measurement, "versions", lambda: {})
+    measured = []
+
+    def fake_measure(problem, *args, **kwargs):
+        measured.append(problem.seqlen)
+        return {**dataclasses.asdict(problem), "mamba2_tile_ms": 1.0}
+    monkeypatch.setattr(measurement, "measure", fake_measure)
+    argv = ["--preset", "quick", "--seqlen", "1024", "2048", "4096", "--name", "sharded"]
+    cli.main([*argv, "--shard", "1/2"], data_dir=tmp_path)
+    assert measured == [2048]
+    cli.main([*argv, "--shard", "0/2"], data_dir=tmp_path)
+    assert measured == [2048, 1024, 4096]
+    stored = json.loads((tmp_path / "sharded.json").read_text())
+    assert [row["seqlen"] for row in stored["rows"]] == [1024, 2048, 4096]
+    cli.main([*argv, "--shard", "1/2"], data_dir=tmp_path)   # nothing left to measure
+    assert measured == [2048, 1024, 4096]
+    assert sorted(tmp_path.iterdir()) == [tmp_path / "sharded.csv", tmp_path / "sharded.json"]
+
+
+@pytest.mark.parametrize("text", ["2/2", "-1/2", "1", "a/b", "1/0"])
+def test_shard_must_be_an_index_below_a_count(text, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.parse_args(["--shard", text])
+    assert exit_info.value.code == 2 and "--shard" in capsys.readouterr().err

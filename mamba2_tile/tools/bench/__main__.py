@@ -2,12 +2,14 @@
 
 import argparse
 import datetime
+import fcntl
+import os
 import sys
 
 import torch
 from tqdm.auto import tqdm
 
-from mamba2_tile.problem import KERNEL_DTYPES
+from mamba2_tile.problem import KERNEL_DTYPES, Problem
 from mamba2_tile.tools import arguments, bench
 from mamba2_tile.tools.bench import measurement, reporting, training
 from mamba2_tile.tools.bench.presets import PRESETS, grid_presets, sweep
@@ -44,6 +46,11 @@ def parse_args(argv=None):
     parser.add_argument("--no-save", action="store_true", help="print only, write no files")
     parser.add_argument("--resume", action="store_true",
                         help="keep the rows already in the output file; measure only the rest")
+    parser.add_argument("--shard", type=arguments.shard, metavar="K/N",
+                        help="measure only rows K, K+N, K+2N, ... of the preset: N processes, "
+                             "one a GPU of one host (CUDA_VISIBLE_DEVICES=K), fill one output "
+                             "file together, each merging its rows in as it goes; implies "
+                             "--resume (delete the file to start afresh)")
     parser.add_argument("--totals-only", action="store_true",
                         help="skip the per-kernel times and the PyTorch baseline (faster)")
     args = parser.parse_args(argv)
@@ -58,6 +65,8 @@ def parse_args(argv=None):
                             "only")
     arguments.refuse_unused(parser, {"--name": args.name}, args.no_save,
                             "with --no-save, which writes no file")
+    arguments.refuse_unused(parser, {"--shard": args.shard}, args.no_save,
+                            "with --no-save: the shards meet in the output file")
     try:
         args.problems = sweep(args.preset, {k: getattr(args, k) for k in (*AXES, "dtype")})
     except ValueError as error:
@@ -88,8 +97,12 @@ def main(argv=None, data_dir=DATA_DIR):
                     else f"bench_{args.preset}_backward" if args.backward
                     and args.preset != "training" else f"bench_{args.preset}")
     stem = data_dir / (args.name or default_name)
-    rows = reporting.previous_rows(stem) if args.resume else []
+    rows = reporting.previous_rows(stem) if args.resume or args.shard else []
     done = reporting.measured_problems(rows)
+    if args.shard:
+        index, count = args.shard
+        problems = problems[index::count]
+        rows = [row for row in rows if Problem.from_row(row) in problems]
     for problem in tqdm(problems, desc="bench"):
         if problem in done:
             continue
@@ -103,7 +116,9 @@ def main(argv=None, data_dir=DATA_DIR):
         else:
             rows.append(measurement.measure(problem, args.reps, flush_buffer, copy_rate, others,
                                             stages=not args.totals_only))
-        if not args.no_save:          # after every row, so an interrupted sweep keeps its rows
+        if args.shard:
+            merge_into(stem, meta, rows, args.problems)
+        elif not args.no_save:        # after every row, so an interrupted sweep keeps its rows
             reporting.save(stem, meta, rows)
 
     print(f"\n{device}; device-to-device copy {copy_rate / 1e9:.0f} GB/s; times in ms "
@@ -123,6 +138,23 @@ def main(argv=None, data_dir=DATA_DIR):
     if not args.no_save:
         print(f"wrote {stem.with_suffix('.json')} and .csv")
     return 0
+
+
+def merge_into(stem, meta, rows, order):
+    """Save ``rows`` into ``<stem>``'s files beside the other shards' rows (``rows`` replace
+    any of the same problem), in ``order``'s order, holding a lock on the data directory so
+    shards take turns."""
+    directory = os.open(stem.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(directory, fcntl.LOCK_EX)
+        ours = reporting.measured_problems(rows)
+        merged = [row for row in reporting.previous_rows(stem)
+                  if Problem.from_row(row) not in ours] + rows
+        position = {problem: i for i, problem in enumerate(order)}
+        merged.sort(key=lambda row: position.get(Problem.from_row(row), len(position)))
+        reporting.save(stem, meta, merged)
+    finally:
+        os.close(directory)         # releases the lock
 
 
 if __name__ == "__main__":
