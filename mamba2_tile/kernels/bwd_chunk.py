@@ -601,9 +601,13 @@ def chunk_sequences(cu_seqlens, chunk_size, nchunks):
 # (at chunk 256, 4 heads a block: 640 bytes against 16).
 BWD_CHUNK_WORKER_WARPS = 8
 
-# Blocks one bwd_chunk launch should have at least: about eight per SM of an H200 (132 SMs),
-# enough for the last wave's tail not to matter. Below it, fewer heads share a block.
-BWD_CHUNK_MIN_BLOCKS = 1024
+# Blocks one bwd_chunk launch should have at least: about one per SM of an H200 (132 SMs). Fewer,
+# fatter blocks read B and C and write dB and dC fewer times, and were faster as long as they
+# filled the SMs once (a training step, b8 h64 p64 n128 L2048 bf16, H200,
+# data/h200_bwd_chunk_heads_per_block.txt): at chunk 128, 3.43 ms with 2 heads a block (4096
+# blocks), 2.57 with 8 (1024), 2.22 with 32 (256); at chunk 256, 2.87 ms with 4 heads (1024
+# blocks), 2.62 with 8, 2.42 with 32 (128), and 4.03 with 64 (64 blocks: half the SMs idle).
+BWD_CHUNK_MIN_BLOCKS = 128
 
 
 def bwd_chunk_heads_per_block(dtype, batch, nchunks, nheads, ngroups):

@@ -314,14 +314,17 @@ def test_16bit_whole_group_per_block(monkeypatch, name):
 
 def test_heads_per_block_rule():
     rule = bwd_chunk.bwd_chunk_heads_per_block
-    # b8 h64 L2048 chunk 64: 256 (batch, chunk) pairs, so 16 heads a block leave 1024 blocks.
-    assert rule(torch.bfloat16, 8, 32, 64, 1) == 16
-    # b8 chunk 256: 64 pairs, 4 heads a block; with 8 groups (8 heads each) still 4.
-    assert rule(torch.bfloat16, 8, 8, 64, 1) == 4
-    assert rule(torch.bfloat16, 8, 8, 64, 8) == 4
-    # Too few blocks even at one head a block: one head; heads a block divide a group's.
+    # b8 h64 L2048 chunk 64: 256 (batch, chunk) pairs, so all 64 heads in a block (256 blocks).
+    assert rule(torch.bfloat16, 8, 32, 64, 1) == 64
+    # b8 chunk 256: 64 pairs, so 32 heads a block leave 128 blocks; 8 groups of 8 heads: 8.
+    assert rule(torch.bfloat16, 8, 8, 64, 1) == 32
+    assert rule(torch.bfloat16, 8, 8, 64, 8) == 8
+    # Batch 1, 8 chunks, 24 heads: one head a block leaves 192 blocks, two leave 96: one.
+    assert rule(torch.bfloat16, 1, 8, 24, 1) == 1
+    # Batch 4, 8 chunks, 24 heads: 32 pairs, so 6 heads a block (4 splits, 128 blocks), not 8.
+    assert rule(torch.bfloat16, 4, 8, 24, 1) == 6
+    # Too few blocks even at one head a block: one head.
     assert rule(torch.float16, 1, 2, 4, 1) == 1
-    assert rule(torch.bfloat16, 8, 32, 24, 1) == 6
     # float32's kernel keeps one head a block.
     assert rule(torch.float32, 8, 32, 64, 1) == 1
 
