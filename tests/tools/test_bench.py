@@ -365,3 +365,9 @@ def test_shard_must_be_an_index_below_a_count(text, capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.parse_args(["--shard", text])
     assert exit_info.value.code == 2 and "--shard" in capsys.readouterr().err
+
+
+def test_shard_is_refused_without_a_file_to_meet_in(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.parse_args(["--shard", "0/2", "--no-save"])
+    assert exit_info.value.code == 2 and "--shard does not apply" in capsys.readouterr().err
