@@ -597,8 +597,10 @@ def chunk_sequences(cu_seqlens, chunk_size, nchunks):
 
 # The 16-bit kernel's compiler hint: 8 worker warps. Its tiles (a block's shared memory is over
 # 200 KB at dstate 128, so one block an SM either way) then fit the registers: compiled for sm_90
-# at chunk 64, dstate 128, 16 heads a block, 4 warps spilled 840 bytes a thread, 8 spill none
-# (at chunk 256, 4 heads a block: 640 bytes against 16).
+# at chunk 64, dstate 128, 4 warps spilled 840 bytes a thread, 8 spill none (at chunk 256: 640
+# bytes against 16); the heads a block do not change this, as they are a loop, not unrolled.
+# The occupancy hint 2 (two blocks an SM, ~50 KB of shared memory each) spilled 56-400 bytes and
+# was slower on the H200 at every chunk size (data/h200_bwd_chunk_heads_per_block.txt).
 BWD_CHUNK_WORKER_WARPS = 8
 
 # Blocks one bwd_chunk launch should have at least: about one per SM of an H200 (132 SMs). Fewer,

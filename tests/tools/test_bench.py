@@ -351,10 +351,11 @@ def test_shards_fill_one_file_in_preset_order(tmp_path, monkeypatch):
     argv = ["--preset", "quick", "--seqlen", "1024", "2048", "4096", "--name", "sharded"]
     cli.main([*argv, "--shard", "1/2"], data_dir=tmp_path)
     assert measured == [2048]
-    cli.main([*argv, "--shard", "0/2"], data_dir=tmp_path)
+    cli.main([*argv, "--shard=0/2"], data_dir=tmp_path)
     assert measured == [2048, 1024, 4096]
     stored = json.loads((tmp_path / "sharded.json").read_text())
     assert [row["seqlen"] for row in stored["rows"]] == [1024, 2048, 4096]
+    assert stored["command"].endswith(" ".join([*argv, "--shard", "K/2"]))
     cli.main([*argv, "--shard", "1/2"], data_dir=tmp_path)   # nothing left to measure
     assert measured == [2048, 1024, 4096]
     assert sorted(tmp_path.iterdir()) == [tmp_path / "sharded.csv", tmp_path / "sharded.json"]

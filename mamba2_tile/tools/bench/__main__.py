@@ -89,6 +89,11 @@ def main(argv=None, data_dir=DATA_DIR):
     copy_rate = measurement.copy_reference(copy_rates)
     device = torch.cuda.get_device_name()
     command = argv if argv is not None else sys.argv[1:]
+    if args.shard:
+        # Every shard writes the file: its command names them all, not the last writer.
+        at = next(i for i, word in enumerate(command) if word.partition("=")[0] == "--shard")
+        width = 1 if "=" in command[at] else 2          # --shard=K/N or --shard K/N
+        command = [*command[:at], *command[at + width:], "--shard", f"K/{args.shard[1]}"]
     meta = {"device": device, "date": datetime.date.today().isoformat(),
             "versions": measurement.versions(), "copy_gbps": copy_rate / 1e9,
             "copy_gbps_by_method": {k: v / 1e9 for k, v in copy_rates.items()}, "reps": args.reps,
