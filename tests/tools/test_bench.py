@@ -189,7 +189,10 @@ def test_ablation_without_a_gpu_exits_cleanly(capsys, monkeypatch):
     assert "No CUDA GPU found" in capsys.readouterr().out
 
 
-def test_resume_measures_only_the_missing_shapes(tmp_path, monkeypatch):
+@pytest.fixture
+def fake_gpu_bench(monkeypatch):
+    """The benchmark's command line as on a GPU, with every measurement faked: returns the list
+    of problems ``measurement.measure`` was asked for, in order."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Fake GPU")
     monkeypatch.setattr(measurement, "l2_flush_buffer", lambda: None)
@@ -202,6 +205,11 @@ def test_resume_measures_only_the_missing_shapes(tmp_path, monkeypatch):
         measured.append(problem)
         return {**dataclasses.asdict(problem), "mamba2_tile_ms": 1.0}
     monkeypatch.setattr(measurement, "measure", fake_measure)
+    return measured
+
+
+def test_resume_measures_only_the_missing_shapes(tmp_path, fake_gpu_bench):
+    measured = fake_gpu_bench
     argv = ["--preset", "quick", "--seqlen", "1024", "2048", "--name", "sweep"]
     cli.main(argv, data_dir=tmp_path)
     assert len(measured) == 2
@@ -333,31 +341,20 @@ def test_training_row_on_the_interpreter(monkeypatch):
     assert problem.label() in table and "2.50" in table
 
 
-def test_shards_fill_one_file_in_preset_order(tmp_path, monkeypatch):
+def test_shards_fill_one_file_in_preset_order(tmp_path, fake_gpu_bench):
     # Two shards, run one after the other here (one per GPU on a real host): each measures
     # every second row and merges its rows into the file the other one writes too.
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Fake GPU")
-    monkeypatch.setattr(measurement, "l2_flush_buffer", lambda: None)
-    monkeypatch.setattr(measurement, "copy_bandwidth", lambda *a: {"memcpy": 1e12, "kernel": 2e12})
-    monkeypatch.setattr(measurement, "load_implementations", lambda: ({}, {"mamba_ssm": "absent"}))
-    monkeypatch.setattr(measurement, "versions", lambda: {})
-    measured = []
-
-    def fake_measure(problem, *args, **kwargs):
-        measured.append(problem.seqlen)
-        return {**dataclasses.asdict(problem), "mamba2_tile_ms": 1.0}
-    monkeypatch.setattr(measurement, "measure", fake_measure)
+    measured = fake_gpu_bench
     argv = ["--preset", "quick", "--seqlen", "1024", "2048", "4096", "--name", "sharded"]
     cli.main([*argv, "--shard", "1/2"], data_dir=tmp_path)
-    assert measured == [2048]
+    assert [p.seqlen for p in measured] == [2048]
     cli.main([*argv, "--shard=0/2"], data_dir=tmp_path)
-    assert measured == [2048, 1024, 4096]
+    assert [p.seqlen for p in measured] == [2048, 1024, 4096]
     stored = json.loads((tmp_path / "sharded.json").read_text())
     assert [row["seqlen"] for row in stored["rows"]] == [1024, 2048, 4096]
     assert stored["command"].endswith(" ".join([*argv, "--shard", "K/2"]))
     cli.main([*argv, "--shard", "1/2"], data_dir=tmp_path)   # nothing left to measure
-    assert measured == [2048, 1024, 4096]
+    assert [p.seqlen for p in measured] == [2048, 1024, 4096]
     assert sorted(tmp_path.iterdir()) == [tmp_path / "sharded.csv", tmp_path / "sharded.json"]
 
 
