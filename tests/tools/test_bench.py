@@ -43,8 +43,16 @@ def test_overrides_replace_a_grid_presets_axes():
 def test_an_invalid_group_count_is_an_error_not_a_smaller_sweep():
     with pytest.raises(ValueError, match="nheads must be a multiple of ngroups"):
         presets.sweep("quick", {"nheads": [6], "ngroups": [1, 4]})
-    with pytest.raises(ValueError, match="cannot be overridden in preset 'accuracy'"):
+    with pytest.raises(ValueError, match="no problem of preset 'accuracy' has seqlen in"):
         presets.sweep("accuracy", {"seqlen": [1024]})
+
+
+def test_values_select_among_a_fixed_presets_problems_in_its_order():
+    float32 = presets.sweep("models", {"dtype": ["float32"], "seqlen": None})
+    assert float32 == [p for p in presets.PRESETS["models"] if p.dtype == "float32"] != []
+    batch_one = presets.sweep("models", {"batch": [1], "seqlen": [32768, 8192]})
+    assert [(p.nheads, p.seqlen) for p in batch_one] == [
+        (heads, seqlen) for heads in (24, 48, 80) for seqlen in (8192, 32768)]
 
 
 BAD_ARGUMENTS = [
@@ -61,9 +69,9 @@ BAD_ARGUMENTS = [
     (["--nheads", "4"], ["nheads must be a multiple of ngroups", "ngroups 8"]),
     (["--dtype", "float64"], ["--dtype"]),
     (["--preset", "nope"], ["--preset"]),
-    (["--preset", "accuracy", "--seqlen", "1024"], ["seqlen", "cannot be overridden",
-                                                     "'accuracy'", "default, quick"]),
-    (["--preset", "models", "--dtype", "float32"], ["dtype", "'models'"]),
+    (["--preset", "accuracy", "--seqlen", "1024"], ["seqlen in [1024]", "'accuracy'"]),
+    (["--preset", "models", "--dtype", "float16", "--chunk-size", "64"],
+     ["dtype in ['float16']", "chunk_size in [64]", "'models'"]),
     (["--ablation", "--batch", "2"], ["batch", "'ablation'"]),
     (["--ablation", "--totals-only"], ["--totals-only", "does not apply"]),
     (["--preset", "models", "--totals-only"], ["--totals-only"]),

@@ -36,9 +36,11 @@ def parse_args(argv=None):
                             type=arguments.chunk_size if axis == "chunk_size"
                             else arguments.positive_int,
                             help=f"replace the {axis} values of a grid preset "
-                                 f"({', '.join(grid_presets())})")
+                                 f"({', '.join(grid_presets())}); of another preset, keep the "
+                                 f"shapes with one of these values")
     parser.add_argument("--dtype", nargs="+", choices=KERNEL_DTYPES,
-                        help="replace the dtypes of a grid preset")
+                        help="replace the dtypes of a grid preset; of another, keep the shapes "
+                             "with one of these dtypes")
     parser.add_argument("--reps", type=arguments.positive_int, default=30,
                         help="timed replays per measurement")
     parser.add_argument("--name", type=arguments.file_stem,

@@ -2,7 +2,7 @@
 
 A preset is data: either a grid, ``{axis: values}`` (every combination; the command line can
 replace any axis, and each combination must be one the kernels run), or a list of
-:class:`Problem` (measured as listed, never overridden). Adding a preset is adding one entry to :data:`PRESETS`.
+:class:`Problem` (measured as listed; the command line can select some of them by value). Adding a preset is adding one entry to :data:`PRESETS`.
 """
 
 import itertools
@@ -93,22 +93,24 @@ def grid_presets():
 
 def sweep(preset, overrides):
     """The problems of a preset, a list. ``overrides`` (axis -> values; ``None`` or empty: keep
-    the preset's) replace a grid preset's axes.
+    the preset's) replace a grid preset's axes, and select among a fixed list's problems (those
+    whose value on each given axis is one of the given values, in the list's order).
 
-    Raises ``ValueError`` instead of measuring less than asked: an override of a preset that is
-    a fixed list of problems (it would not apply), or a combination the kernels cannot run
-    (``nheads`` not a multiple of ``ngroups``, ...), named.
+    Raises ``ValueError`` instead of measuring less or other than asked: a selection that keeps
+    no problem, or a grid combination the kernels cannot run (``nheads`` not a multiple of
+    ``ngroups``, ...), named.
     """
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {', '.join(sorted(PRESETS))}, got {preset!r}")
     spec = PRESETS[preset]
     given = {k: v for k, v in overrides.items() if v}
     if not isinstance(spec, dict):
-        if given:
-            raise ValueError(f"{', '.join(given)} cannot be overridden in preset {preset!r}, a "
-                             f"fixed list of problems; the grid presets "
-                             f"({', '.join(grid_presets())}) take overrides")
-        return list(spec)
+        chosen = [problem for problem in spec
+                  if all(getattr(problem, axis) in values for axis, values in given.items())]
+        if not chosen:
+            asked = ", ".join(f"{axis} in {values}" for axis, values in given.items())
+            raise ValueError(f"no problem of preset {preset!r} has {asked}")
+        return chosen
     unknown = sorted(set(given) - set(spec))
     if unknown:
         raise ValueError(f"preset {preset!r} has no axis {', '.join(unknown)}; "
