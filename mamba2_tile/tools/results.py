@@ -168,8 +168,41 @@ def describe_results(results):
     return f"{line} ({versions})" if versions else line
 
 
-def load_models_results(name="h200_models", data_dir=DATA_DIR):
+# Later runs of some of the model-shape preset's problems, which replace those rows of
+# data/h200_models.json: its float32 rows, measured again after the kernels took split TF32
+# (bench --preset models --dtype float32 --name h200_models_float32).
+MODELS_REMEASURED = ("h200_models_float32",)
+
+
+def load_models_results(name="h200_models", data_dir=DATA_DIR, remeasured=MODELS_REMEASURED):
     """The model-shape preset's stored rows (``ms`` and ``error`` are dicts keyed by
-    implementation), or ``None`` if there is no such file."""
-    return load_results(name, data_dir, required_row_keys=MODELS_ROW_KEYS,
-                        optional_row_keys=MODELS_OPTIONAL_ROW_KEYS)
+    implementation), or ``None`` if there is no such file.
+
+    The rows of each file named in ``remeasured`` that exists replace the rows of the same
+    problem and ``tf32``, in place; those rows carry their file's ``date``, and the result's
+    ``remeasured`` lists ``{"name", "date", "rows"}`` per file used, so a table can say which
+    rows are newer.
+    """
+    results = load_results(name, data_dir, required_row_keys=MODELS_ROW_KEYS,
+                           optional_row_keys=MODELS_OPTIONAL_ROW_KEYS)
+    if results is None:
+        return None
+
+    def key(row):
+        return Problem.from_row(row), bool(row["tf32"])
+
+    results["remeasured"] = []
+    for later_name in remeasured:
+        later = load_results(later_name, data_dir, required_row_keys=MODELS_ROW_KEYS,
+                             optional_row_keys=MODELS_OPTIONAL_ROW_KEYS)
+        if later is None:
+            continue
+        newer = {key(row): {**row, "date": later["date"]} for row in later["rows"]}
+        unknown = set(newer) - {key(row) for row in results["rows"]}
+        if unknown:
+            raise ValueError(f"{later_name}.json re-measures problems {name}.json does not hold: "
+                             f"{sorted(problem.label() for problem, _ in unknown)}")
+        results["rows"] = [newer.get(key(row), row) for row in results["rows"]]
+        results["remeasured"].append({"name": later_name, "date": later["date"],
+                                      "rows": len(newer)})
+    return results

@@ -6,7 +6,8 @@ import matplotlib
 import pytest
 
 from mamba2_tile.course.plots.timings import plot_forward_times
-from mamba2_tile.tools.results import describe_results, load_results, results_table
+from mamba2_tile.tools.results import (describe_results, load_models_results, load_results,
+                                       results_table)
 
 matplotlib.use("Agg")
 
@@ -52,6 +53,35 @@ def test_optional_fields_are_filled_in(tmp_path):
     assert results["rows"][0]["speedup"] is None and results["rows"][0]["max_abs_err"] is None
     assert describe_results(results) == "GPU, measured unknown"
     assert "-" in results_table(results["rows"]).splitlines()[-1].split()
+
+
+MODELS_ROW = {"batch": 8, "seqlen": 8192, "nheads": 64, "headdim": 64, "dstate": 128,
+              "ngroups": 1, "chunk_size": 256, "dtype": "float32", "tf32": False,
+              "ms": {"mamba2_tile": 200.0, "mamba_ssm": 4.0}, "error": {"mamba2_tile": 5e-7},
+              "copy_fraction": 0.01, "vs_best_peer": 0.02}
+
+
+def test_a_later_run_replaces_the_model_rows_it_measured_again(tmp_path):
+    tf32 = {**MODELS_ROW, "tf32": True, "ms": {"mamba2_tile": 3.6}, "vs_best_peer": 1.1}
+    bf16 = {**MODELS_ROW, "dtype": "bfloat16", "vs_best_peer": 3.5}
+    write(tmp_path, "models.json", {"device": "GPU", "date": "2026-12-03",
+                                    "rows": [bf16, MODELS_ROW, tf32]})
+    again = {**MODELS_ROW, "ms": {"mamba2_tile": 7.6}, "vs_best_peer": 0.5}
+    write(tmp_path, "again.json", {"device": "GPU", "date": "2026-12-04", "rows": [again]})
+    results = load_models_results("models", tmp_path, remeasured=("again", "absent"))
+    assert [row["vs_best_peer"] for row in results["rows"]] == [3.5, 0.5, 1.1]
+    assert results["rows"][1]["date"] == "2026-12-04" and "date" not in results["rows"][2]
+    assert results["date"] == "2026-12-03"
+    assert results["remeasured"] == [{"name": "again", "date": "2026-12-04", "rows": 1}]
+    assert load_models_results("models", tmp_path, remeasured=())["rows"][1]["vs_best_peer"] == 0.02
+
+
+def test_a_later_run_of_a_problem_the_models_file_lacks_is_refused(tmp_path):
+    write(tmp_path, "models.json", {"device": "GPU", "rows": [MODELS_ROW]})
+    write(tmp_path, "again.json", {"device": "GPU", "rows": [{**MODELS_ROW, "seqlen": 4096}]})
+    with pytest.raises(ValueError, match="again.json re-measures problems models.json does not "
+                                         "hold: .'b8 L4096"):
+        load_models_results("models", tmp_path, remeasured=("again",))
 
 
 def test_table_has_fixed_format_and_dashes_for_missing_values():

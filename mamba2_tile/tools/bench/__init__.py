@@ -8,6 +8,7 @@ PyTorch).
     python -m mamba2_tile.tools.bench --ablation         # the optimizations one by one (see below)
     python -m mamba2_tile.tools.bench --preset models --name h200_models   # issue 12's shapes
     python -m mamba2_tile.tools.bench --backward --name h200_backward      # training
+    python -m mamba2_tile.tools.bench --preset models --dtype float32     # some of a preset's shapes
 
 For every shape it prints one row: per-kernel and total time of this package, mamba_ssm's
 ``mamba_chunk_scan_combined`` (when importable) and the PyTorch baseline
@@ -43,6 +44,9 @@ row per problem (two for float32): ``ms`` and ``error`` per implementation, ``co
 Training (``--backward``, preset ``training`` unless ``--preset`` is given): forward + backward
 of this package, mamba_ssm and flash-linear-attention side by side, with each step's peak memory
 and each gradient's error against float64 (:mod:`.training`).
+
+The axis options (``--seqlen``, ``--dtype``, ...) replace the values of a grid preset's axes; on a
+preset that is a list of problems they select the problems with those values, in its order.
 
 ``--resume`` keeps the rows already in the output file and measures only the missing shapes, so a
 sweep cut short (a time limit) continues where it stopped.

@@ -2,7 +2,8 @@
 
 A preset is data: either a grid, ``{axis: values}`` (every combination; the command line can
 replace any axis, and each combination must be one the kernels run), or a list of
-:class:`Problem` (measured as listed; the command line can select some of them by value). Adding a preset is adding one entry to :data:`PRESETS`.
+:class:`Problem` (measured as listed; the command line can select some of them by value).
+Adding a preset is adding one entry to :data:`PRESETS`.
 """
 
 import itertools
