@@ -1,7 +1,8 @@
 """The finished layer's measured speed on a few model shapes, for notebook 00's top-down start.
 
 The numbers are the stored benchmark (``data/h200_models.json``, written by
-``python -m mamba2_tile.tools.bench --preset models``); nothing is timed here.
+``python -m mamba2_tile.tools.bench --preset models``, its float32 rows as re-measured in
+``data/h200_models_float32.json``); nothing is timed here.
 """
 
 import matplotlib.pyplot as plt
@@ -11,7 +12,7 @@ from mamba2_tile.tools.results import load_models_results
 
 # (batch, seqlen, nheads, headdim, dstate, ngroups, chunk_size, dtype, tf32): a short and a long batch of sequences, one
 # 128k-token sequence with Mamba-2 2.7B's 80 heads, the shape where we lead least, and float32
-# without TF32, where we lose (cuTile's float32 matmuls run in full float32, off the tensor cores).
+# without TF32, where we lose (three TF32 products for each float32 one, against the peers' one).
 SHOWCASE = (
     (8, 2048, 64, 64, 128, 1, 256, "bfloat16", False),
     (8, 16384, 64, 64, 128, 1, 256, "bfloat16", False),
@@ -53,7 +54,8 @@ def speed_table(rows):
 
 
 def plot_model_speeds(rows, ax=None):
-    """Grouped bars, milliseconds per layer call on a log axis (the float32 row is ~50x the rest)."""
+    """Grouped bars, milliseconds per layer call on a log axis (a tenth of a millisecond to
+    several)."""
     if ax is None:
         _, ax = plt.subplots(figsize=(9, 3.8))
     positions = np.arange(len(rows))
