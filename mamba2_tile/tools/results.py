@@ -183,18 +183,19 @@ def load_models_results(name="h200_models", data_dir=DATA_DIR, remeasured=MODELS
     ``remeasured`` lists ``{"name", "date", "rows"}`` per file used, so a table can say which
     rows are newer.
     """
-    results = load_results(name, data_dir, required_row_keys=MODELS_ROW_KEYS,
-                           optional_row_keys=MODELS_OPTIONAL_ROW_KEYS)
-    if results is None:
-        return None
+    def load(stem):
+        return load_results(stem, data_dir, required_row_keys=MODELS_ROW_KEYS,
+                            optional_row_keys=MODELS_OPTIONAL_ROW_KEYS)
 
     def key(row):
         return Problem.from_row(row), bool(row["tf32"])
 
+    results = load(name)
+    if results is None:
+        return None
     results["remeasured"] = []
     for later_name in remeasured:
-        later = load_results(later_name, data_dir, required_row_keys=MODELS_ROW_KEYS,
-                             optional_row_keys=MODELS_OPTIONAL_ROW_KEYS)
+        later = load(later_name)
         if later is None:
             continue
         newer = {key(row): {**row, "date": later["date"]} for row in later["rows"]}

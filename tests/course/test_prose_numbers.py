@@ -212,10 +212,8 @@ def _backward_at(key, **fields):
 
 def _backward_row(key, dstate, chunk_size):
     """:func:`_backward` for the batch-8, 2048-token row at ``dstate`` and ``chunk_size``."""
-    rows = json.loads((DATA_DIR / "h200_backward.json").read_text())["rows"]
-    [index] = [i for i, row in enumerate(rows)
-               if (row["dstate"], row["chunk_size"], row["seqlen"]) == (dstate, chunk_size, 2048)]
-    return _backward(key)[index]
+    [value] = _backward_at(key, dstate=dstate, chunk_size=chunk_size, seqlen=2048)
+    return value
 
 
 def _models_rows(**fields):
