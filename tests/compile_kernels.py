@@ -306,7 +306,7 @@ def _backward_examples():
                                         torch.zeros(nheads), seq_idx,
                                         heads_per_block=1 if dtype == torch.float32 else 2)
             suffix = "" if seq_idx is None else "-packed"
-            for name, launch in [("bwd_state_pass", passing), ("bwd_chunk", chunk)]:
+            for name, launch in [("bwd_state_pass", passing), *_bwd_chunk_names(chunk)]:
                 yield f"{name}[{tag}{suffix}]", launch.kernel, launch.args
         if len(packings) > 1:
             # return_varlen_states: each sequence's last-state gradient (batch 1).
@@ -317,8 +317,14 @@ def _backward_examples():
             chunk, _ = bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), low, low, dy,
                                         seq_idx=packings[1], dvarlen_states=dvarlen,
                                         cu_seqlens=cu_seqlens)
-            for name, launch in [("bwd_state_pass", passing), ("bwd_chunk", chunk)]:
+            for name, launch in [("bwd_state_pass", passing), *_bwd_chunk_names(chunk)]:
                 yield f"{name}[{tag}-varlen]", launch.kernel, launch.args
+
+
+def _bwd_chunk_names(launches):
+    """bwd_chunk's launches by name: one, or the split form's two (kernels/bwd_chunk_split.py)."""
+    names = ("bwd_chunk",) if len(launches) == 1 else ("bwd_chunk_dx", "bwd_chunk_dB_dC")
+    return list(zip(names, launches))
 
 
 def _decode_examples():

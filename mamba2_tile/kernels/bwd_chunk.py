@@ -48,6 +48,11 @@ input dtype. (Taken as ``dy · y`` from the forward against ``dt ddt``, or from 
 whose pieces are rounded, the pairs cancel to the input dtype's precision: an error that grows
 with the chunk.)
 
+From dstate 256 on, 16-bit inputs run the same sums as two kernels instead
+(:mod:`mamba2_tile.kernels.bwd_chunk_split`, ``BWD_CHUNK_SPLIT_DSTATE``): one for everything
+that sums over dstate, one for ``dB`` and ``dC`` in blocks of dstate columns, so that no tile
+spans the whole state.
+
 Float32 inputs run :func:`bwd_chunk_float32_kernel`: the same sums with float32's accuracy on
 tensor cores (three TF32 products per ``mma``, :mod:`mamba2_tile.kernels.split_tf32`), whose
 operands sit in registers, so it keeps no tile spanning the whole ``dstate``: row blocks of 32
@@ -80,6 +85,10 @@ The caller adds the rest: ``exp(dA_e) G_k`` to the entering state's gradient and
 
 import torch
 
+from mamba2_tile.kernels.bwd_chunk_split import bwd_chunk_dB_dC_kernel, bwd_chunk_dx_kernel
+from mamba2_tile.kernels.bwd_chunk_tiles import (decay_t, load_rows, pair_dyx, pair_tiles_t,
+                                                  sequence_tokens, sequences_ending_in,
+                                                  state_columns, to_sequence_end)
 from mamba2_tile.kernels.exp2 import LOG2E
 from mamba2_tile.kernels.launching import (KernelLaunch, next_power_of_2, placeholder,
                                            seq_placeholder, with_hints)
@@ -135,7 +144,7 @@ def bwd_chunk_kernel(
         # A block entirely past seqlen (last chunk) has nothing to store, and a load entirely
         # out of bounds is undefined behaviour.
         if col_block * BLOCK_M < seqlen:
-            B_j = _rows(B, b, col_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
+            B_j = load_rows(B, b, col_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
             cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
             first = (j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32)) == 0
             if HAS_SEQ_IDX:
@@ -151,7 +160,7 @@ def bwd_chunk_kernel(
                 dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
                                   (BLOCK_M, 1)) * LOG2E
                 dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
-                x_j = _rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
+                x_j = load_rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
 
                 to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)         # (BLOCK_M, 1)
                 if HAS_SEQ_IDX:
@@ -179,15 +188,12 @@ def bwd_chunk_kernel(
                 dB_j = ct.mma((x_j * (to_end * dt_j)).astype(mma_dtype),
                               dh.astype(mma_dtype), dB_j)
                 if HAS_VARLEN:
-                    first_k = ct.reshape(ct.load(chunk_sequences, (c,), (1,)), ())
-                    end_k = ct.reshape(ct.load(chunk_sequences, (c + 1,), (1,)), ())
+                    first_k, end_k = sequences_ending_in(chunk_sequences, c)
                     for k in range(first_k, end_k):
-                        start = ct.reshape(ct.load(cu_seqlens, (k,), (1,)).astype(ct.int32), ())
-                        last = ct.reshape(ct.load(cu_seqlens, (k + 1,), (1,)).astype(ct.int32),
-                                          ()) - 1
+                        start, last = sequence_tokens(cu_seqlens, k)
                         if ((start < col_block * BLOCK_M + BLOCK_M)
                                 & (last >= col_block * BLOCK_M)):
-                            to_e = _to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
+                            to_e = to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
                                                     last, CHUNK_SIZE, BLOCK_M)
                             G = ct.load(dvarlen_states, (k, h, 0, 0), (1, 1, HEADDIM, DSTATE),
                                         padding_mode=zero)
@@ -204,38 +210,22 @@ def bwd_chunk_kernel(
                 for i in range(j, blocks_per_chunk):
                     row_block = c * blocks_per_chunk + i
                     if row_block * BLOCK_M < seqlen:
-                        dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)),
-                                          (1, BLOCK_M)) * LOG2E
-                        C_i = _rows(C, b, row_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
-                        dy_i = _rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM).astype(mma_dtype)
+                        C_i = load_rows(C, b, row_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
+                        dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM).astype(mma_dtype)
                         rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
                                           (1, BLOCK_M))
-                        # Transposed pieces, (j, i): clamp before exp2, as in compute_out
-                        # (above the diagonal the difference is positive and masked anyway).
-                        decay = ct.exp2(ct.minimum(dA_i - dA_j, 0.0, propagate_nan=True),
-                                        flush_to_zero=True)
-                        causal = rows >= cols
-                        scores_t = ct.mma(B_j, ct.transpose(C_i),
-                                          ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                        dyx_t = ct.mma(x_j.astype(mma_dtype), ct.transpose(dy_i),
-                                       ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                        dyx_t = ct.where(causal, dyx_t * decay, 0.0)
-                        if HAS_SEQ_IDX:
-                            # Tokens of different sequences never meet (the in-chunk mask).
-                            seq_i = ct.transpose(rows_seq(seq_idx, b, row_block, BLOCK_M))
-                            dyx_t = ct.where(seq_i == seq_j, dyx_t, 0.0)
-                        # B_j · dB_j's pairs (dt_j aside), from the float32 tiles (the dC loop
-                        # makes the same); dyx_t carries every mask.
-                        B_dB_pairs = B_dB_pairs + ct.sum(scores_t * dyx_t, axis=1)
-                        scores_t = ct.where(causal, scores_t * decay, 0.0)
-                        if HAS_SEQ_IDX:
-                            scores_t = ct.where(seq_i == seq_j, scores_t, 0.0)
+                        # Transposed pieces, (j, i).
+                        scores_t, dyx_t, pairs = pair_tiles_t(
+                            B_j, C_i, x_j.astype(mma_dtype), dy_i,
+                            decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M), rows, cols, seq_idx, b,
+                            row_block, col_block, BLOCK_M, HAS_SEQ_IDX)
+                        B_dB_pairs = B_dB_pairs + pairs
                         u = ct.mma(scores_t.astype(mma_dtype), dy_i, u)
                         dB_j = ct.mma((dyx_t * dt_j).astype(mma_dtype), C_i, dB_j)
                 dx_j = u * dt_j
                 if HAS_D:
                     # The skip y += D x: dx gets D dy, and D gets this row block's dy · x.
-                    dy_j = _rows(dy, b, col_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
+                    dy_j = load_rows(dy, b, col_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
                     D_h = ct.reshape(ct.load(D, (h, 0), (1, HEADDIM), padding_mode=zero),
                                      (1, HEADDIM))
                     dx_j = dx_j + D_h * dy_j
@@ -253,7 +243,7 @@ def bwd_chunk_kernel(
     for i in range(blocks_per_chunk):
         row_block = c * blocks_per_chunk + i
         if row_block * BLOCK_M < seqlen:
-            C_i = _rows(C, b, row_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
+            C_i = load_rows(C, b, row_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
             rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
             if HAS_SEQ_IDX:
                 seq_i = rows_seq(seq_idx, b, row_block, BLOCK_M)             # (BLOCK_M, 1)
@@ -262,7 +252,7 @@ def bwd_chunk_kernel(
                 h = first_head + head
                 dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)),
                                   (BLOCK_M, 1)) * LOG2E
-                dy_i = _rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
+                dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
                 h_enter = ct.load(chunk_states, (b, h, c, 0, 0), (1, 1, 1, HEADDIM, DSTATE),
                                   padding_mode=zero)
                 h_enter = ct.reshape(h_enter, (HEADDIM, DSTATE)).astype(mma_dtype)
@@ -279,22 +269,9 @@ def bwd_chunk_kernel(
                 dy_i = dy_i.astype(mma_dtype)
                 for j in range(i + 1):
                     col_block = c * blocks_per_chunk + j
-                    dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
-                                      (1, BLOCK_M)) * LOG2E
-                    dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)),
-                                      (1, BLOCK_M))
-                    x_j = _rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM).astype(mma_dtype)
-                    B_j = _rows(B, b, col_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
-                    cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
-                                      (1, BLOCK_M))
-                    decay = ct.exp2(ct.minimum(dA_i - dA_j, 0.0, propagate_nan=True),
-                                    flush_to_zero=True)
-                    dyx = ct.mma(dy_i, ct.transpose(x_j),
-                                 ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                    dyx = ct.where(rows >= cols, dyx * decay * dt_j, 0.0)
-                    if HAS_SEQ_IDX:
-                        seq_j = ct.transpose(rows_seq(seq_idx, b, col_block, BLOCK_M))
-                        dyx = ct.where(seq_i == seq_j, dyx, 0.0)
+                    dyx = pair_dyx(x, dt, dA_cumsum, seq_idx, dy_i, dA_i, rows, b, h, c, j,
+                                   row_block, col_block, BLOCK_M, HEADDIM, HAS_SEQ_IDX)
+                    B_j = load_rows(B, b, col_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
                     # C_i · dC_i's pairs from float32 tiles: C Bᵀ again, the j loop's scores.
                     scores = ct.mma(C_i, ct.transpose(B_j),
                                     ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
@@ -349,10 +326,8 @@ def bwd_chunk_float32_kernel(
     # (HEADDIM, BLOCK_N) tiles and its sum took sm_90 from 168 to 255 registers a thread.
     gram = ct.zeros((BLOCK_N, BLOCK_N), dtype=ct.float32)
     for n in range(n_blocks):
-        dh_n = ct.reshape(ct.load(dstates, (b, h, c, 0, n), (1, 1, 1, HEADDIM, BLOCK_N),
-                                  padding_mode=zero), (HEADDIM, BLOCK_N))
-        h_n = ct.reshape(ct.load(chunk_states, (b, h, c, 0, n), (1, 1, 1, HEADDIM, BLOCK_N),
-                                 padding_mode=zero), (HEADDIM, BLOCK_N))
+        dh_n = state_columns(dstates, b, h, c, n, HEADDIM, BLOCK_N)
+        h_n = state_columns(chunk_states, b, h, c, n, HEADDIM, BLOCK_N)
         gram = split_mma(ct.transpose(dh_n), h_n, gram)
     diagonal = (ct.reshape(ct.arange(BLOCK_N, dtype=ct.int32), (BLOCK_N, 1))
                 == ct.reshape(ct.arange(BLOCK_N, dtype=ct.int32), (1, BLOCK_N)))
@@ -371,13 +346,11 @@ def bwd_chunk_float32_kernel(
             dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
                               (BLOCK_M, 1)) * LOG2E
             dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
-            x_j = _rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM)
+            x_j = load_rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM)
             u = ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)
             for n in range(n_blocks):
-                B_jn = _rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
-                dh_n = ct.reshape(ct.load(dstates, (b, h, c, 0, n),
-                                          (1, 1, 1, HEADDIM, BLOCK_N), padding_mode=zero),
-                                  (HEADDIM, BLOCK_N))
+                B_jn = load_rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
+                dh_n = state_columns(dstates, b, h, c, n, HEADDIM, BLOCK_N)
                 u = split_mma(B_jn, ct.transpose(dh_n), u)
             to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)            # (BLOCK_M, 1)
             if HAS_SEQ_IDX:
@@ -386,18 +359,15 @@ def bwd_chunk_float32_kernel(
             u = u * to_end
             if HAS_VARLEN:
                 # The sequences ending in this chunk (bwd_chunk_kernel, module doc).
-                first_k = ct.reshape(ct.load(chunk_sequences, (c,), (1,)), ())
-                end_k = ct.reshape(ct.load(chunk_sequences, (c + 1,), (1,)), ())
+                first_k, end_k = sequences_ending_in(chunk_sequences, c)
                 for k in range(first_k, end_k):
-                    start = ct.reshape(ct.load(cu_seqlens, (k,), (1,)).astype(ct.int32), ())
-                    last = ct.reshape(ct.load(cu_seqlens, (k + 1,), (1,)).astype(ct.int32),
-                                      ()) - 1
+                    start, last = sequence_tokens(cu_seqlens, k)
                     if (start < col_block * BLOCK_M + BLOCK_M) & (last >= col_block * BLOCK_M):
-                        to_e = _to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
+                        to_e = to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
                                                 last, CHUNK_SIZE, BLOCK_M)
                         G_u = ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)
                         for n in range(n_blocks):
-                            B_jn = _rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
+                            B_jn = load_rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
                             G_n = ct.reshape(ct.load(dvarlen_states, (k, h, 0, n),
                                                      (1, 1, HEADDIM, BLOCK_N),
                                                      padding_mode=zero), (HEADDIM, BLOCK_N))
@@ -409,10 +379,10 @@ def bwd_chunk_float32_kernel(
                 if row_block * BLOCK_M < seqlen:
                     scores_t = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
                     for n in range(n_blocks):
-                        B_jn = _rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
-                        C_in = _rows(C, b, row_block, g, n, BLOCK_M, BLOCK_N)
+                        B_jn = load_rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
+                        C_in = load_rows(C, b, row_block, g, n, BLOCK_M, BLOCK_N)
                         scores_t = split_mma(B_jn, ct.transpose(C_in), scores_t)
-                    decay = _decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M)
+                    decay = decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M)
                     rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
                                       (1, BLOCK_M))
                     scores_t = ct.where(rows >= cols, scores_t * decay, 0.0)
@@ -420,12 +390,12 @@ def bwd_chunk_float32_kernel(
                         # Tokens of different sequences never meet (the in-chunk mask).
                         seq_i = ct.transpose(rows_seq(seq_idx, b, row_block, BLOCK_M))
                         scores_t = ct.where(seq_i == seq_j, scores_t, 0.0)
-                    dy_i = _rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM)
+                    dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM)
                     u = split_mma(scores_t, dy_i, u)
             dx_j = u * dt_j
             if HAS_D:
                 # The skip y += D x: dx gets D dy, and D gets this row block's dy · x.
-                dy_j = _rows(dy, b, col_block, h, 0, BLOCK_M, HEADDIM)
+                dy_j = load_rows(dy, b, col_block, h, 0, BLOCK_M, HEADDIM)
                 D_h = ct.reshape(ct.load(D, (h, 0), (1, HEADDIM), padding_mode=zero),
                                  (1, HEADDIM))
                 dx_j = dx_j + D_h * dy_j
@@ -441,7 +411,7 @@ def bwd_chunk_float32_kernel(
             dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
                               (BLOCK_M, 1)) * LOG2E
             dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
-            x_j = _rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM)
+            x_j = load_rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM)
             to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)
             if HAS_SEQ_IDX:
                 seq_j = rows_seq(seq_idx, b, col_block, BLOCK_M)             # (BLOCK_M, 1)
@@ -450,23 +420,18 @@ def bwd_chunk_float32_kernel(
             B_dB_dh = ct.zeros((BLOCK_M,), dtype=ct.float32)     # B_j · dB_j through dh
             B_dB = ct.zeros((BLOCK_M,), dtype=ct.float32)
             for n in range(n_blocks):
-                dh_n = ct.reshape(ct.load(dstates, (b, h, c, 0, n),
-                                          (1, 1, 1, HEADDIM, BLOCK_N), padding_mode=zero),
-                                  (HEADDIM, BLOCK_N))
-                B_jn = _rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
+                dh_n = state_columns(dstates, b, h, c, n, HEADDIM, BLOCK_N)
+                B_jn = load_rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
                 dB_jn = split_mma(x_j, dh_n, ct.zeros((BLOCK_M, BLOCK_N), dtype=ct.float32))
                 dB_jn = dB_jn * to_end
                 B_dB_dh = B_dB_dh + ct.sum(B_jn * dB_jn, axis=1)
                 if HAS_VARLEN:
-                    first_k = ct.reshape(ct.load(chunk_sequences, (c,), (1,)), ())
-                    end_k = ct.reshape(ct.load(chunk_sequences, (c + 1,), (1,)), ())
+                    first_k, end_k = sequences_ending_in(chunk_sequences, c)
                     for k in range(first_k, end_k):
-                        start = ct.reshape(ct.load(cu_seqlens, (k,), (1,)).astype(ct.int32), ())
-                        last = ct.reshape(ct.load(cu_seqlens, (k + 1,), (1,)).astype(ct.int32),
-                                          ()) - 1
+                        start, last = sequence_tokens(cu_seqlens, k)
                         if ((start < col_block * BLOCK_M + BLOCK_M)
                                 & (last >= col_block * BLOCK_M)):
-                            to_e = _to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
+                            to_e = to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
                                                     last, CHUNK_SIZE, BLOCK_M)
                             G_n = ct.reshape(ct.load(dvarlen_states, (k, h, 0, n),
                                                      (1, 1, HEADDIM, BLOCK_N),
@@ -477,17 +442,17 @@ def bwd_chunk_float32_kernel(
                 for i in range(j, blocks_per_chunk):
                     row_block = c * blocks_per_chunk + i
                     if row_block * BLOCK_M < seqlen:
-                        dy_i = _rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM)
+                        dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM)
                         dyx_t = split_mma(x_j, ct.transpose(dy_i),
                                           ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
                         rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
                                           (1, BLOCK_M))
-                        decay = _decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M)
+                        decay = decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M)
                         dyx_t = ct.where(rows >= cols, dyx_t * decay, 0.0)
                         if HAS_SEQ_IDX:
                             seq_i = ct.transpose(rows_seq(seq_idx, b, row_block, BLOCK_M))
                             dyx_t = ct.where(seq_i == seq_j, dyx_t, 0.0)
-                        C_in = _rows(C, b, row_block, g, n, BLOCK_M, BLOCK_N)
+                        C_in = load_rows(C, b, row_block, g, n, BLOCK_M, BLOCK_N)
                         dB_jn = split_mma(dyx_t, C_in, dB_jn)
                 B_dB = B_dB + ct.sum(B_jn * dB_jn, axis=1)
                 ct.store(dB, (b, col_block, h, n), ct.reshape(dB_jn * dt_j,
@@ -506,7 +471,7 @@ def bwd_chunk_float32_kernel(
         if row_block * BLOCK_M < seqlen:
             dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)),
                               (BLOCK_M, 1)) * LOG2E
-            dy_i = _rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM)
+            dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM)
             rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
             read_out = ct.exp2(dA_i, flush_to_zero=True)                     # (BLOCK_M, 1)
             if HAS_SEQ_IDX:
@@ -514,9 +479,7 @@ def bwd_chunk_float32_kernel(
                 read_out = ct.where(seq_i == seq_enter, read_out, 0.0)
             C_dC = ct.zeros((BLOCK_M,), dtype=ct.float32)
             for n in range(n_blocks):
-                h_n = ct.reshape(ct.load(chunk_states, (b, h, c, 0, n),
-                                         (1, 1, 1, HEADDIM, BLOCK_N), padding_mode=zero),
-                                 (HEADDIM, BLOCK_N))
+                h_n = state_columns(chunk_states, b, h, c, n, HEADDIM, BLOCK_N)
                 dC_in = split_mma(dy_i, h_n, ct.zeros((BLOCK_M, BLOCK_N), dtype=ct.float32))
                 dC_in = dC_in * read_out
                 for j in range(i + 1):
@@ -525,7 +488,7 @@ def bwd_chunk_float32_kernel(
                                       (1, BLOCK_M)) * LOG2E
                     dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)),
                                       (1, BLOCK_M))
-                    x_j = _rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM)
+                    x_j = load_rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM)
                     cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
                                       (1, BLOCK_M))
                     decay = ct.exp2(ct.minimum(dA_i - dA_j, 0.0, propagate_nan=True),
@@ -536,43 +499,12 @@ def bwd_chunk_float32_kernel(
                     if HAS_SEQ_IDX:
                         seq_j = ct.transpose(rows_seq(seq_idx, b, col_block, BLOCK_M))
                         dyx = ct.where(seq_i == seq_j, dyx, 0.0)
-                    B_jn = _rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
+                    B_jn = load_rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
                     dC_in = split_mma(dyx, B_jn, dC_in)
-                C_in = _rows(C, b, row_block, g, n, BLOCK_M, BLOCK_N)
+                C_in = load_rows(C, b, row_block, g, n, BLOCK_M, BLOCK_N)
                 C_dC = C_dC + ct.sum(C_in * dC_in, axis=1)
                 ct.store(dC, (b, row_block, h, n), ct.reshape(dC_in, (1, BLOCK_M, 1, BLOCK_N)))
             ct.store(ddA_terms, (b, h, c, 0, i), ct.reshape(C_dC, (1, 1, 1, 1, BLOCK_M)))
-
-
-@ct.function
-def _rows(array, b, row_block, k, column_block, BLOCK_M, WIDTH):
-    """``(BLOCK_M, WIDTH)``: rows ``row_block * BLOCK_M`` onward of batch ``b``'s ``array[b, :,
-    k]`` ((b, l, k, w): ``x``, ``dy``, ``B``, ``C`` and the outputs' layout), columns
-    ``column_block * WIDTH`` onward; zero past the ends (seqlen, padded widths)."""
-    tile = ct.load(array, (b, row_block, k, column_block), (1, BLOCK_M, 1, WIDTH),
-                   padding_mode=ct.PaddingMode.ZERO)
-    return ct.reshape(tile, (BLOCK_M, WIDTH))
-
-
-@ct.function
-def _to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start, last, CHUNK_SIZE, BLOCK_M):
-    """``(BLOCK_M, 1)``: ``exp(dA_e - dA_j)`` for the rows of row block ``col_block`` (in
-    ``BLOCK_M`` units of seqlen, in chunk ``c``) that belong to the sequence of tokens
-    ``start`` to ``last`` (= e, in the chunk), 0 elsewhere; ``dA_j`` (log2 units) a column."""
-    dA_e = ct.reshape(ct.load(dA_cumsum, (b, h, c, last - c * CHUNK_SIZE), (1, 1, 1, 1)),
-                      (1, 1)) * LOG2E
-    tokens = col_block * BLOCK_M + ct.reshape(ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
-    # Clamped: rows after e would overflow, and are masked anyway.
-    to_e = ct.exp2(ct.minimum(dA_e - dA_j, 0.0, propagate_nan=True), flush_to_zero=True)
-    return ct.where((tokens >= start) & (tokens <= last), to_e, 0.0)
-
-
-@ct.function
-def _decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M):
-    """``(BLOCK_M, BLOCK_M)``: ``exp(dA_i - dA_j)`` at (j, i) for row block ``i``, ``dA_j``
-    (log2 units) a column; clamped to 1 above the diagonal, where it is masked anyway."""
-    dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)), (1, BLOCK_M)) * LOG2E
-    return ct.exp2(ct.minimum(dA_i - dA_j, 0.0, propagate_nan=True), flush_to_zero=True)
 
 
 FLOAT32_TILES = (32, 32)
@@ -630,10 +562,27 @@ def bwd_chunk_heads_per_block(dtype, batch, nchunks, nheads, ngroups):
     return best
 
 
+# From this dstate (padded) on, the 16-bit per-chunk gradients run as two kernels
+# (kernels/bwd_chunk_split.py): the one-kernel form's dstate-wide float32 dB and dC tiles need
+# 235-248 registers a thread on sm_90 at dstate 256. A training step at b8 h64 p64 L2048 on the
+# H200 (data/h200_bwd_chunk_split.txt): dstate 256, 5.06 -> 4.53 ms at chunk 256, 4.10 -> 3.41
+# ms at chunk 64; dstate 128, slower split (2.36 -> 2.79 ms or more at chunk 256).
+BWD_CHUNK_SPLIT_DSTATE = 256
+
+# The dstate columns one block of the split form's dB/dC kernel makes.
+BWD_CHUNK_SPLIT_COLUMNS = 64
+
+# The split form's dB/dC kernel with the occupancy hint 2 (two blocks an SM: 128 registers a
+# thread on sm_90): in the same steps at dstate 256, 4.53 ms against 5.46 without at chunk 256,
+# 3.41 against 3.77 at chunk 64.
+BWD_CHUNK_SPLIT_DB_DC_OCCUPANCY = 2
+
+
 def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, seq_idx=None,
                      dvarlen_states=None, cu_seqlens=None, heads_per_block=None):
-    """Allocate the outputs and plan the launch; returns
-    ``(KernelLaunch, (dx, ddt, dB, dC, ddA_terms, dD))``:
+    """Allocate the outputs and plan the launches; returns
+    ``(launches, (dx, ddt, dB, dC, ddA_terms, dD))``, ``launches`` a tuple of
+    :class:`KernelLaunch` to run in order (two for the split form, one otherwise):
 
     - ``dx`` (b, l, h, p) in ``x``'s dtype, with the skip's ``D dy`` when ``D`` is given
       ((h,) or (h, p));
@@ -651,7 +600,8 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, 
     ``seq_idx`` (b, l) int32: packed sequences (module doc), with ``chunk_states`` and
     ``dstates`` those of the same packing. ``dvarlen_states`` (num_sequences, h, p, n) float32
     with ``cu_seqlens`` (batch 1): the gradient of each sequence's last state, its in-chunk part
-    (module doc)."""
+    (module doc). 16-bit inputs with a padded dstate of ``BWD_CHUNK_SPLIT_DSTATE`` or more take
+    the split form (:mod:`mamba2_tile.kernels.bwd_chunk_split`)."""
     batch, seqlen, nheads, headdim = x.shape
     ngroups, dstate = B.shape[2], B.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
@@ -666,34 +616,49 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, 
     dB = torch.empty(batch, seqlen, nheads // heads_per_block, dstate, **f32)
     dC = torch.empty_like(dB)
     dD = None if D is None else torch.empty(batch, -(-seqlen // block_m), nheads, headdim, **f32)
-    grid = (batch * nchunks, nheads // heads_per_block, 1)
     outputs = (dx, ddt, dB, dC, ddA_terms, dD)
     varlen = dvarlen_states is not None
     D_rows = None if D is None else (D.float()[:, None] if D.dim() == 1 else D.float())
-    args = (x, dt, dA_cumsum, B, C, chunk_states, dstates, dy,
-            placeholder(dA_cumsum) if D is None else D_rows.expand(nheads, headdim).contiguous(),
-            seq_placeholder(x) if seq_idx is None else seq_idx,
-            dvarlen_states if varlen else placeholder(dA_cumsum),
-            cu_seqlens if varlen else seq_placeholder(x),
-            chunk_sequences(cu_seqlens, chunk_size, nchunks) if varlen else seq_placeholder(x),
-            dx, ddt, dB, dC, ddA_terms, placeholder(dA_cumsum) if D is None else dD,
-            chunk_size, block_m)
+    D_arg = (placeholder(dA_cumsum) if D is None
+             else D_rows.expand(nheads, headdim).contiguous())
+    packing = (seq_placeholder(x) if seq_idx is None else seq_idx,
+               dvarlen_states if varlen else placeholder(dA_cumsum),
+               cu_seqlens if varlen else seq_placeholder(x),
+               chunk_sequences(cu_seqlens, chunk_size, nchunks) if varlen else seq_placeholder(x))
+    dD_arg = placeholder(dA_cumsum) if D is None else dD
+    inputs = (x, dt, dA_cumsum, B, C, chunk_states, dstates, dy)
+    flags = (seq_idx is not None, varlen)
+    headdim_tile, dstate_tile = next_power_of_2(headdim), next_power_of_2(dstate)
+    if block_n is None and dstate_tile >= BWD_CHUNK_SPLIT_DSTATE:
+        columns = min(BWD_CHUNK_SPLIT_COLUMNS, dstate_tile)
+        dx_launch = KernelLaunch(
+            (batch * nchunks, nheads, 1), bwd_chunk_dx_kernel,
+            inputs + (D_arg,) + packing + (dx, ddt, ddA_terms, dD_arg, chunk_size, block_m,
+                                           headdim_tile, dstate_tile, D is not None) + flags)
+        dB_dC_launch = KernelLaunch(
+            (batch * nchunks, nheads // heads_per_block, -(-dstate // columns)),
+            with_hints(bwd_chunk_dB_dC_kernel, occupancy=BWD_CHUNK_SPLIT_DB_DC_OCCUPANCY),
+            inputs + packing + (dB, dC, chunk_size, block_m, columns, headdim_tile,
+                                heads_per_block) + flags)
+        return (dx_launch, dB_dC_launch), outputs
+    grid = (batch * nchunks, nheads // heads_per_block, 1)
+    args = inputs + (D_arg,) + packing + (dx, ddt, dB, dC, ddA_terms, dD_arg, chunk_size, block_m)
     if block_n is None:
-        args += (next_power_of_2(headdim), next_power_of_2(dstate), heads_per_block, D is not None,
-                 seq_idx is not None, varlen)
+        args += (headdim_tile, dstate_tile, heads_per_block, D is not None) + flags
         kernel = with_hints(bwd_chunk_kernel, num_worker_warps=BWD_CHUNK_WORKER_WARPS)
-        return KernelLaunch(grid, kernel, args), outputs
+        return (KernelLaunch(grid, kernel, args),), outputs
     if heads_per_block != 1:
         raise ValueError(f"heads_per_block must be 1 for float32 inputs, got {heads_per_block}")
-    args += (block_n, next_power_of_2(headdim), D is not None, seq_idx is not None, varlen)
-    return KernelLaunch(grid, bwd_chunk_float32_kernel, args), outputs
+    args += (block_n, headdim_tile, D is not None) + flags
+    return (KernelLaunch(grid, bwd_chunk_float32_kernel, args),), outputs
 
 
 def bwd_chunk(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, seq_idx=None,
               dvarlen_states=None, cu_seqlens=None, heads_per_block=None):
     """Run the per-chunk gradients; returns ``(dx, ddt, dB, dC, ddA_terms, dD)`` (see the
     launcher)."""
-    launch, outputs = bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D,
-                                       seq_idx, dvarlen_states, cu_seqlens, heads_per_block)
-    launch.run()
+    launches, outputs = bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D,
+                                         seq_idx, dvarlen_states, cu_seqlens, heads_per_block)
+    for launch in launches:
+        launch.run()
     return outputs

@@ -13,6 +13,7 @@ import torch
 
 from grad_cases import DECAY_ERROR_RATIO, bfloat16_relative_errors, check, gradients
 from mamba2_tile import autograd
+from mamba2_tile.dispatch import kernel_function
 from mamba2_tile.api import mamba_chunk_scan_combined
 from mamba2_tile.kernels import bwd_chunk
 from ssd_cases import Case, make_case
@@ -270,7 +271,7 @@ def test_bwd_chunk_heads_per_block(monkeypatch, min_blocks):
 
     def recording(*args, **kwargs):
         found = launch(*args, **kwargs)
-        seen.append(found[0].grid[1])
+        seen.append(found[0][-1].grid[1])
         return found
 
     monkeypatch.setattr(bwd_chunk, "bwd_chunk_launch", recording)
@@ -310,6 +311,47 @@ def test_16bit_whole_group_per_block(monkeypatch, name):
     monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_MIN_BLOCKS", 1)
     arguments = dict(SIXTEEN_BIT_CASES[name])
     check(arguments.pop("case"), tolerance=1e-2, **arguments)
+
+
+@pytest.mark.parametrize("name", SIXTEEN_BIT_CASES)
+def test_16bit_split_form(monkeypatch, name):
+    # The split form (kernels/bwd_chunk_split.py) runs from dstate 256 on; forced here at every
+    # dstate, with dB and dC made 8 columns a block (two to four column blocks, the last partial
+    # at dstate 24) and every head of a group in one block.
+    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_SPLIT_DSTATE", 1)
+    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_SPLIT_COLUMNS", 8)
+    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_MIN_BLOCKS", 1)
+    launch = bwd_chunk.bwd_chunk_launch
+    kernels = []
+
+    def recording(*args, **kwargs):
+        found = launch(*args, **kwargs)
+        kernels.append([kernel_function(one.kernel).__name__ for one in found[0]])
+        return found
+
+    monkeypatch.setattr(bwd_chunk, "bwd_chunk_launch", recording)
+    arguments = dict(SIXTEEN_BIT_CASES[name])
+    check(arguments.pop("case"), tolerance=1e-2, **arguments)
+    assert kernels == [["bwd_chunk_dx_kernel", "bwd_chunk_dB_dC_kernel"]]
+
+
+@pytest.mark.parametrize("dtype, dstate, kernels", [
+    (torch.bfloat16, 128, ["bwd_chunk_kernel"]),
+    (torch.bfloat16, 200, ["bwd_chunk_dx_kernel", "bwd_chunk_dB_dC_kernel"]),
+    (torch.float16, 256, ["bwd_chunk_dx_kernel", "bwd_chunk_dB_dC_kernel"]),
+    (torch.float32, 256, ["bwd_chunk_float32_kernel"])])
+def test_split_form_rule(dtype, dstate, kernels):
+    # The split form from a padded dstate of 256 on (200 pads to 256), for 16-bit inputs only;
+    # its dB/dC grid has one block per 64 dstate columns, the last partial.
+    x = torch.zeros(1, 70, 2, 8, dtype=dtype)
+    B = torch.zeros(1, 70, 1, dstate, dtype=dtype)
+    dA_cumsum = torch.zeros(1, 2, 2, 64)
+    states = torch.zeros(1, 2, 2, 8, dstate, dtype=dtype)
+    launches, _ = bwd_chunk.bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), states,
+                                             states, x)
+    assert [kernel_function(launch.kernel).__name__ for launch in launches] == kernels
+    if len(launches) == 2:
+        assert launches[1].grid == (2, 2, -(-dstate // 64))
 
 
 def test_heads_per_block_rule():
