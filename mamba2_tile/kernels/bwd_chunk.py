@@ -194,7 +194,7 @@ def bwd_chunk_kernel(
                         if ((start < col_block * BLOCK_M + BLOCK_M)
                                 & (last >= col_block * BLOCK_M)):
                             to_e = to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
-                                                    last, CHUNK_SIZE, BLOCK_M)
+                                                   last, CHUNK_SIZE, BLOCK_M)
                             G = ct.load(dvarlen_states, (k, h, 0, 0), (1, 1, HEADDIM, DSTATE),
                                         padding_mode=zero)
                             G = ct.reshape(G, (HEADDIM, DSTATE)).astype(mma_dtype)
@@ -364,7 +364,7 @@ def bwd_chunk_float32_kernel(
                     start, last = sequence_tokens(cu_seqlens, k)
                     if (start < col_block * BLOCK_M + BLOCK_M) & (last >= col_block * BLOCK_M):
                         to_e = to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
-                                                last, CHUNK_SIZE, BLOCK_M)
+                                               last, CHUNK_SIZE, BLOCK_M)
                         G_u = ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)
                         for n in range(n_blocks):
                             B_jn = load_rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
@@ -432,7 +432,7 @@ def bwd_chunk_float32_kernel(
                         if ((start < col_block * BLOCK_M + BLOCK_M)
                                 & (last >= col_block * BLOCK_M)):
                             to_e = to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
-                                                    last, CHUNK_SIZE, BLOCK_M)
+                                                   last, CHUNK_SIZE, BLOCK_M)
                             G_n = ct.reshape(ct.load(dvarlen_states, (k, h, 0, n),
                                                      (1, 1, HEADDIM, BLOCK_N),
                                                      padding_mode=zero), (HEADDIM, BLOCK_N))

@@ -165,7 +165,7 @@ def bwd_chunk_dx_kernel(
             for j in range(i + 1):
                 col_block = c * blocks_per_chunk + j
                 dyx = pair_dyx(x, dt, dA_cumsum, seq_idx, dy_i, dA_i, rows, b, h, c, j,
-                                row_block, col_block, BLOCK_M, HEADDIM, HAS_SEQ_IDX)
+                               row_block, col_block, BLOCK_M, HEADDIM, HAS_SEQ_IDX)
                 B_j = load_rows(B, b, col_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
                 scores = ct.mma(C_i, ct.transpose(B_j),
                                 ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
@@ -230,7 +230,7 @@ def bwd_chunk_dB_dC_kernel(
                         if ((start < col_block * BLOCK_M + BLOCK_M)
                                 & (last >= col_block * BLOCK_M)):
                             to_e = to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
-                                                    last, CHUNK_SIZE, BLOCK_M)
+                                                   last, CHUNK_SIZE, BLOCK_M)
                             G_n = ct.reshape(ct.load(dvarlen_states, (k, h, 0, n),
                                                      (1, 1, HEADDIM, BLOCK_N),
                                                      padding_mode=zero), (HEADDIM, BLOCK_N))
@@ -276,7 +276,7 @@ def bwd_chunk_dB_dC_kernel(
                 for j in range(i + 1):
                     col_block = c * blocks_per_chunk + j
                     dyx = pair_dyx(x, dt, dA_cumsum, seq_idx, dy_i, dA_i, rows, b, h, c, j,
-                                    row_block, col_block, BLOCK_M, HEADDIM, HAS_SEQ_IDX)
+                                   row_block, col_block, BLOCK_M, HEADDIM, HAS_SEQ_IDX)
                     B_jn = load_rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N).astype(mma_dtype)
                     dC_i = ct.mma(dyx.astype(mma_dtype), B_jn, dC_i)
             ct.store(dC, (b, row_block, split, n), ct.reshape(dC_i, (1, BLOCK_M, 1, BLOCK_N)))

@@ -13,8 +13,8 @@ import torch
 
 from grad_cases import DECAY_ERROR_RATIO, bfloat16_relative_errors, check, gradients
 from mamba2_tile import autograd
-from mamba2_tile.dispatch import kernel_function
 from mamba2_tile.api import mamba_chunk_scan_combined
+from mamba2_tile.dispatch import kernel_function
 from mamba2_tile.kernels import bwd_chunk
 from ssd_cases import Case, make_case
 
