@@ -110,27 +110,27 @@ def check(case, chunk_size=64, tolerance=FLOAT32_TOLERANCE, tolerances=None, **k
 DECAY_ERROR_RATIO = 1.5
 
 
-def bfloat16_relative_errors(batch, seqlen, nheads, headdim, dstate, chunk_size, device="cpu",
-                             skip=False):
+def gradient_errors(batch, seqlen, nheads, headdim, dstate, chunk_size, device="cpu",
+                    skip=False, dtype=torch.bfloat16):
     """``‖g − g_ref‖ / ‖g_ref‖`` per input (x, dt, A, B, C, and D with ``skip``: a float32 skip
-    per head) of bfloat16 inputs in a trained layer's ranges (the benchmark's: dt in (1e-3,
-    1e-1), A in (-16, -1)) and a bfloat16 output gradient, the reference the float64 chunked
-    PyTorch form under autograd."""
+    per head) of inputs in a trained layer's ranges (the benchmark's: dt in (1e-3, 1e-1), A in
+    (-16, -1)), ``x``, ``B``, ``C`` and the output gradient in ``dtype``, the reference the
+    float64 chunked PyTorch form under autograd."""
     generator = torch.Generator().manual_seed(0)
 
     def uniform(low, high, *shape):
         return low + (high - low) * torch.rand(shape, generator=generator)
 
     b, l, h, p, n = batch, seqlen, nheads, headdim, dstate
-    t = dict(x=torch.randn(b, l, h, p, generator=generator).bfloat16(),
+    t = dict(x=torch.randn(b, l, h, p, generator=generator).to(dtype),
              dt=torch.exp(uniform(math.log(1e-3), math.log(1e-1), b, l, h)),
              A=-torch.exp(uniform(0.0, math.log(16.0), h)),
-             B=torch.randn(b, l, 1, n, generator=generator).bfloat16(),
-             C=torch.randn(b, l, 1, n, generator=generator).bfloat16())
+             B=torch.randn(b, l, 1, n, generator=generator).to(dtype),
+             C=torch.randn(b, l, 1, n, generator=generator).to(dtype))
     if skip:
         t["D"] = torch.randn(h, generator=generator)
     t = {name: v.to(device) for name, v in t.items()}
-    dy = torch.randn(b, l, h, p, generator=generator).bfloat16().to(device)
+    dy = torch.randn(b, l, h, p, generator=generator).to(dtype).to(device)
 
     def grads(forward, dy):
         leaves = [v.clone().requires_grad_() for v in t.values()]
