@@ -37,7 +37,7 @@ import torch
 
 from mamba2_tile.kernels.exp2 import LOG2E
 from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, next_power_of_2, placeholder,
-                                           seq_placeholder)
+                                           seq_placeholder, with_hints)
 from mamba2_tile.kernels.packing import last_seq, rows_seq, seq_before
 from mamba2_tile.kernels.split_tf32 import split_mma
 from mamba2_tile.tile import ct
@@ -112,13 +112,14 @@ def bwd_state_pass_tiles(headdim, dstate, dtype):
 
 
 def bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states, seq_idx=None,
-                          dchunk_states_direct=None, low_precision_states=False):
+                          dchunk_states_direct=None, low_precision_states=False, occupancy=None):
     """Allocate the outputs and plan the launch; returns
     ``(KernelLaunch, (dstates, dinitial_states))``: ``dstates`` (b, h, c, p, n) the gradient of
     the state leaving each chunk, float32 or, with ``low_precision_states``, in the dtype of
     ``C`` (the walk itself stays float32); ``dinitial_states`` (b, h, p, n) float32.
     ``seq_idx`` (b, l) int32: packed sequences; ``dchunk_states_direct`` (b, h, c, p, n)
-    float32: more gradient of the state entering each chunk (module doc)."""
+    float32: more gradient of the state entering each chunk (module doc). ``occupancy``: the
+    compiler's hint, blocks an SM (``None``: its own choice)."""
     batch, _, nheads, headdim = dy.shape
     dstate = C.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
@@ -133,13 +134,15 @@ def bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states, seq_idx=None,
             placeholder(dstates) if dchunk_states_direct is None else dchunk_states_direct,
             dstates, dinitial_states,
             chunk_size, block_p, block_n, seq_idx is not None, dchunk_states_direct is not None)
-    return KernelLaunch(grid, bwd_state_pass_kernel, args), (dstates, dinitial_states)
+    kernel = with_hints(bwd_state_pass_kernel, occupancy)
+    return KernelLaunch(grid, kernel, args), (dstates, dinitial_states)
 
 
 def bwd_state_pass(dy, C, dA_cumsum, dfinal_states, seq_idx=None, dchunk_states_direct=None,
-                   low_precision_states=False):
+                   low_precision_states=False, occupancy=None):
     """Run the backward state pass; returns ``(dstates, dinitial_states)``."""
     launch, outputs = bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states, seq_idx,
-                                            dchunk_states_direct, low_precision_states)
+                                            dchunk_states_direct, low_precision_states,
+                                            occupancy)
     launch.run()
     return outputs
