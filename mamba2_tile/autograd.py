@@ -67,14 +67,11 @@ from mamba2_tile.kernels.varlen_states import varlen_states
 # the backward recomputes everything it needs from the inputs, so nothing else changes.
 FLOAT32_BACKWARD_CHUNK = 64
 
-# The two walks over the chunks, fwd_pass_state again and bwd_state_pass, compiled for two blocks
-# an SM. Left to itself the compiler gives each 255 registers a thread and, from chunk 128,
-# 140-210 KB of shared memory (sm_90): one block an SM, one chain of chunks in flight. With the
-# hint: 128 registers, 89-104 KB, no spills but 8 bytes in fwd_pass_state at chunk 256
-# (tests/test_compiler.py). On the H200 the autotuner chose this hint for fwd_pass_state on
-# every shape it tuned (data/h200_autotune_cache.json); bwd_state_pass is the same walk
-# transposed, its hint not yet timed there.
-STATE_WALK_OCCUPANCY = 2
+# fwd_pass_state again, for the states entering each chunk: compiled for two blocks an SM (sm_90:
+# 128 registers a thread instead of 255, 89-104 KB of shared memory instead of up to 188 KB),
+# the hint the H200 autotuner chose for it on every shape it tuned
+# (data/h200_autotune_cache.json). bwd_state_pass, the same walk transposed, has it too.
+STATE_RECOMPUTE_OPTIONS = FwdPassStateOptions(occupancy=2)
 
 TENSOR_ARGUMENTS = ("x", "dt", "A", "B", "C", "D", "z", "dt_bias", "initial_states")
 
@@ -188,7 +185,7 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
     # mma anyway, and they are the backward's largest buffer (b, h, c, p, n).
     chunk_states, final_states = fwd_pass_state(
         x, B, dt_chunks, dA_cumsum, initial_states,
-        options=FwdPassStateOptions(occupancy=STATE_WALK_OCCUPANCY), low_precision_states=True,
+        options=STATE_RECOMPUTE_OPTIONS, low_precision_states=True,
         seq_idx=seq_idx)
 
     # Without a gate the kernels read dy as it came (they round it to the input dtype for
@@ -217,8 +214,7 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
                                dvarlen_states.float())
     # dstates in the input dtype (bwd_chunk rounds them to it for its mma anyway); packing
     # arguments only when packed.
-    state_kwargs = {"low_precision_states": x.dtype != torch.float32,
-                    "occupancy": STATE_WALK_OCCUPANCY}
+    state_kwargs = {"low_precision_states": x.dtype != torch.float32}
     chunk_packing = {}
     if seq_idx is not None:
         state_kwargs["seq_idx"] = chunk_packing["seq_idx"] = seq_idx

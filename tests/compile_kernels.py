@@ -13,7 +13,6 @@ import numpy as np
 import torch
 
 import cuda.tile as ct
-from mamba2_tile.autograd import STATE_WALK_OCCUPANCY
 from mamba2_tile.kernels import (DEFAULT_OPTIONS, ForwardOptions, FusedStateOutOptions,
                                  chunk_cumsum_launch, chunk_scores_launch, compute_out_launch,
                                  fused_state_out_launch, fwd_pass_state_launch,
@@ -301,8 +300,7 @@ def _backward_examples():
                              if chunk_size < 256 else [])
         for seq_idx in packings:
             passing, _ = bwd_state_pass_launch(dy, B, dA_cumsum, states[:, :, 0], seq_idx,
-                                               low_precision_states=True,
-                                               occupancy=STATE_WALK_OCCUPANCY)
+                                               low_precision_states=True)
             # D (the skip folded into dx), and two heads a block (a whole group) for 16-bit.
             chunk, _ = bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), low, low, dy,
                                         torch.zeros(nheads), seq_idx,
@@ -315,8 +313,7 @@ def _backward_examples():
             cu_seqlens = torch.tensor([0, 5, seqlen])
             dvarlen = torch.zeros(2, nheads, headdim, dstate)
             passing, _ = bwd_state_pass_launch(dy, B, dA_cumsum, states[:, :, 0], packings[1],
-                                               states, low_precision_states=True,
-                                               occupancy=STATE_WALK_OCCUPANCY)
+                                               states, low_precision_states=True)
             chunk, _ = bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), low, low, dy,
                                         seq_idx=packings[1], dvarlen_states=dvarlen,
                                         cu_seqlens=cu_seqlens)

@@ -156,24 +156,22 @@ def test_bwd_chunk_split_form_fits_two_dB_dC_blocks_an_sm_on_sm90():
 
 @pytest.mark.parametrize("chunk_size", [64, 128, 256])
 def test_backward_state_walks_fit_two_blocks_an_sm_on_sm90(chunk_size):
-    """The backward's two walks over the chunks (fwd_pass_state again, bwd_state_pass), with the
-    hint ``autograd.STATE_WALK_OCCUPANCY``, as the bf16 backward launches them: within 128
-    registers a thread and half an SM's 228 KB of shared memory, so two blocks share an SM
-    (without the hint: 255 registers, up to 209 KB); fwd_pass_state spills at most 8 bytes."""
+    """The backward's two walks over the chunks, as the bf16 backward launches them:
+    fwd_pass_state again (``autograd.STATE_RECOMPUTE_OPTIONS``) and bwd_state_pass (its
+    ``OCCUPANCY``), compiled for two blocks an SM, fit in 128 registers a thread and half an
+    SM's 228 KB of shared memory (without the hint: 255 registers, up to 209 KB);
+    fwd_pass_state spills at most 8 bytes."""
     from mamba2_tile import autograd
     from mamba2_tile.kernels.bwd_state_pass import bwd_state_pass_launch
     from mamba2_tile.kernels.fwd_pass_state import fwd_pass_state_launch
-    from mamba2_tile.kernels.options import FwdPassStateOptions
-    occupancy = autograd.STATE_WALK_OCCUPANCY
-    assert occupancy == 2
     x = torch.zeros(1, 2 * chunk_size, 4, 64, dtype=torch.bfloat16)
     B = torch.zeros(1, 2 * chunk_size, 1, 128, dtype=torch.bfloat16)
     dA_cumsum = torch.zeros(1, 4, 2, chunk_size)
     recompute, _ = fwd_pass_state_launch(x, B, dA_cumsum, dA_cumsum,
-                                         options=FwdPassStateOptions(occupancy=occupancy),
+                                         options=autograd.STATE_RECOMPUTE_OPTIONS,
                                          low_precision_states=True)
     passing, _ = bwd_state_pass_launch(x, B, dA_cumsum, torch.zeros(1, 4, 64, 128),
-                                       low_precision_states=True, occupancy=occupancy)
+                                       low_precision_states=True)
     for launch, spill in [(recompute, 8), (passing, 0)]:
         result = compile_kernel(launch.kernel, launch.args, "sm_90")
         assert result.registers <= 128 and result.shared_bytes <= 114 * 1024, result.summary()

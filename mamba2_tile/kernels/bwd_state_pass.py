@@ -102,6 +102,15 @@ def bwd_state_pass_kernel(
              ct.reshape(dstate, (1, 1, BLOCK_P, BLOCK_N)))
 
 
+# Compiled for two blocks an SM. Left to itself the compiler gives this walk 255 registers a
+# thread and, from chunk 128, 140-210 KB of shared memory (sm_90): one block an SM, one chain of
+# chunks in flight. With the hint: 128 registers and 92-111 KB, no spills
+# (tests/test_compiler.py). The H200 autotuner chose the same hint for fwd_pass_state, the
+# forward walk, on every shape it tuned (data/h200_autotune_cache.json); this kernel's time
+# with it is not measured yet.
+OCCUPANCY = 2
+
+
 def bwd_state_pass_tiles(headdim, dstate, dtype):
     """``(block_p, block_n)``: 64 x 64, shrunk to the next power of two of smaller sizes; for
     float32 inputs 64 x 32: their ``mma`` splits both operands in two (kernels/split_tf32.py),
@@ -112,14 +121,13 @@ def bwd_state_pass_tiles(headdim, dstate, dtype):
 
 
 def bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states, seq_idx=None,
-                          dchunk_states_direct=None, low_precision_states=False, occupancy=None):
+                          dchunk_states_direct=None, low_precision_states=False):
     """Allocate the outputs and plan the launch; returns
     ``(KernelLaunch, (dstates, dinitial_states))``: ``dstates`` (b, h, c, p, n) the gradient of
     the state leaving each chunk, float32 or, with ``low_precision_states``, in the dtype of
     ``C`` (the walk itself stays float32); ``dinitial_states`` (b, h, p, n) float32.
     ``seq_idx`` (b, l) int32: packed sequences; ``dchunk_states_direct`` (b, h, c, p, n)
-    float32: more gradient of the state entering each chunk (module doc). ``occupancy``: the
-    compiler's hint, blocks an SM (``None``: its own choice)."""
+    float32: more gradient of the state entering each chunk (module doc)."""
     batch, _, nheads, headdim = dy.shape
     dstate = C.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
@@ -134,15 +142,14 @@ def bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states, seq_idx=None,
             placeholder(dstates) if dchunk_states_direct is None else dchunk_states_direct,
             dstates, dinitial_states,
             chunk_size, block_p, block_n, seq_idx is not None, dchunk_states_direct is not None)
-    kernel = with_hints(bwd_state_pass_kernel, occupancy)
+    kernel = with_hints(bwd_state_pass_kernel, OCCUPANCY)
     return KernelLaunch(grid, kernel, args), (dstates, dinitial_states)
 
 
 def bwd_state_pass(dy, C, dA_cumsum, dfinal_states, seq_idx=None, dchunk_states_direct=None,
-                   low_precision_states=False, occupancy=None):
+                   low_precision_states=False):
     """Run the backward state pass; returns ``(dstates, dinitial_states)``."""
     launch, outputs = bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states, seq_idx,
-                                            dchunk_states_direct, low_precision_states,
-                                            occupancy)
+                                            dchunk_states_direct, low_precision_states)
     launch.run()
     return outputs

@@ -63,21 +63,21 @@ def test_without_final_states_gradient():
           with_final=False)
 
 
-def test_state_walks_run_with_the_occupancy_hint(monkeypatch):
-    # autograd.STATE_WALK_OCCUPANCY reaches both walks over the chunks (what it buys on sm_90:
+def test_states_recomputed_with_the_occupancy_hint(monkeypatch):
+    # autograd.STATE_RECOMPUTE_OPTIONS reaches fwd_pass_state (what its hint buys on sm_90:
     # tests/test_compiler.py), in float32 and in a packed bfloat16 call.
-    seen = {}
-    for name in ("fwd_pass_state", "bwd_state_pass"):
-        def recording(*args, _run=getattr(autograd, name), _name=name, **kwargs):
-            seen.setdefault(_name, []).append(kwargs)
-            return _run(*args, **kwargs)
-        monkeypatch.setattr(autograd, name, recording)
+    seen = []
+    run = autograd.fwd_pass_state
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs["options"])
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(autograd, "fwd_pass_state", recording)
     check(Case(seqlen=100, nheads=2, headdim=8, dstate=16, seed=13))
     check(Case(seqlen=100, nheads=2, headdim=8, dstate=16, dtype=torch.bfloat16, seed=13),
           tolerance=0.05, seq_idx=packed([60, 40]))
-    assert [k["options"].occupancy for k in seen["fwd_pass_state"]] == [2, 2]
-    assert [k["occupancy"] for k in seen["bwd_state_pass"]] == [2, 2]
-    assert autograd.STATE_WALK_OCCUPANCY == 2
+    assert [options.occupancy for options in seen] == [2, 2]
 
 
 def test_only_some_inputs_require_grad():
