@@ -53,7 +53,7 @@ import torch
 import torch.nn.functional as F
 
 from mamba2_tile.kernels.bwd_chunk import bwd_chunk
-from mamba2_tile.kernels.bwd_state_pass import bwd_state_pass
+from mamba2_tile.kernels.bwd_state_pass import BWD_STATE_PASS_OCCUPANCY, bwd_state_pass
 from mamba2_tile.kernels.chunk_cumsum import DA_STEP_MIN, SOFTPLUS_THRESHOLD, chunk_cumsum
 from mamba2_tile.kernels.compute_out import compute_out_launch
 from mamba2_tile.kernels.fwd_pass_state import fwd_pass_state
@@ -67,11 +67,9 @@ from mamba2_tile.kernels.varlen_states import varlen_states
 # the backward recomputes everything it needs from the inputs, so nothing else changes.
 FLOAT32_BACKWARD_CHUNK = 64
 
-# fwd_pass_state again, for the states entering each chunk: compiled for two blocks an SM (sm_90:
-# 128 registers a thread instead of 255, 89-104 KB of shared memory instead of up to 188 KB),
-# the hint the H200 autotuner chose for it on every shape it tuned
-# (data/h200_autotune_cache.json). bwd_state_pass, the same walk transposed, has it too.
-STATE_RECOMPUTE_OPTIONS = FwdPassStateOptions(occupancy=2)
+# fwd_pass_state again, for the states entering each chunk: the same walk as bwd_state_pass, with
+# its occupancy hint (the comment at BWD_STATE_PASS_OCCUPANCY says what it buys).
+STATE_RECOMPUTE_OPTIONS = FwdPassStateOptions(occupancy=BWD_STATE_PASS_OCCUPANCY)
 
 TENSOR_ARGUMENTS = ("x", "dt", "A", "B", "C", "D", "z", "dt_bias", "initial_states")
 
@@ -184,9 +182,8 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
     # The states entering each chunk in the input dtype: bwd_chunk rounds them to it for its
     # mma anyway, and they are the backward's largest buffer (b, h, c, p, n).
     chunk_states, final_states = fwd_pass_state(
-        x, B, dt_chunks, dA_cumsum, initial_states,
-        options=STATE_RECOMPUTE_OPTIONS, low_precision_states=True,
-        seq_idx=seq_idx)
+        x, B, dt_chunks, dA_cumsum, initial_states, options=STATE_RECOMPUTE_OPTIONS,
+        low_precision_states=True, seq_idx=seq_idx)
 
     # Without a gate the kernels read dy as it came (they round it to the input dtype for
     # their mma anyway): no float32 copy.

@@ -157,10 +157,10 @@ def test_bwd_chunk_split_form_fits_two_dB_dC_blocks_an_sm_on_sm90():
 @pytest.mark.parametrize("chunk_size", [64, 128, 256])
 def test_backward_state_walks_fit_two_blocks_an_sm_on_sm90(chunk_size):
     """The backward's two walks over the chunks, as the bf16 backward launches them:
-    fwd_pass_state again (``autograd.STATE_RECOMPUTE_OPTIONS``) and bwd_state_pass (its
-    ``OCCUPANCY``), compiled for two blocks an SM, fit in 128 registers a thread and half an
-    SM's 228 KB of shared memory (without the hint: 255 registers, up to 209 KB);
-    fwd_pass_state spills at most 8 bytes."""
+    fwd_pass_state again (``autograd.STATE_RECOMPUTE_OPTIONS``) and bwd_state_pass
+    (``BWD_STATE_PASS_OCCUPANCY``), compiled for two blocks an SM, fit in 128 registers a
+    thread and half an SM's 228 KB of shared memory (without the hint: 255 registers, up to
+    209 KB); fwd_pass_state spills at most 8 bytes."""
     from mamba2_tile import autograd
     from mamba2_tile.kernels.bwd_state_pass import bwd_state_pass_launch
     from mamba2_tile.kernels.fwd_pass_state import fwd_pass_state_launch

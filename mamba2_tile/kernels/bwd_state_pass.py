@@ -102,13 +102,14 @@ def bwd_state_pass_kernel(
              ct.reshape(dstate, (1, 1, BLOCK_P, BLOCK_N)))
 
 
-# Compiled for two blocks an SM. Left to itself the compiler gives this walk 255 registers a
-# thread and, from chunk 128, 140-210 KB of shared memory (sm_90): one block an SM, one chain of
-# chunks in flight. With the hint: 128 registers and 92-111 KB, no spills
-# (tests/test_compiler.py). The H200 autotuner chose the same hint for fwd_pass_state, the
-# forward walk, on every shape it tuned (data/h200_autotune_cache.json); this kernel's time
-# with it is not measured yet.
-OCCUPANCY = 2
+# Compiled for two blocks an SM, as is the other walk of the backward, fwd_pass_state
+# recomputing the states (autograd.STATE_RECOMPUTE_OPTIONS). Left to themselves the compiler
+# gives both 255 registers a thread and, from chunk 128, 140-210 KB of shared memory (sm_90):
+# one block an SM, one chain of chunks in flight. With the hint: 128 registers, 89-111 KB, no
+# spills but 8 bytes in fwd_pass_state at chunk 256 (tests/test_compiler.py). The H200
+# autotuner chose this hint for fwd_pass_state on every shape it tuned
+# (data/h200_autotune_cache.json); the backward's time with it is not measured yet.
+BWD_STATE_PASS_OCCUPANCY = 2
 
 
 def bwd_state_pass_tiles(headdim, dstate, dtype):
@@ -142,7 +143,7 @@ def bwd_state_pass_launch(dy, C, dA_cumsum, dfinal_states, seq_idx=None,
             placeholder(dstates) if dchunk_states_direct is None else dchunk_states_direct,
             dstates, dinitial_states,
             chunk_size, block_p, block_n, seq_idx is not None, dchunk_states_direct is not None)
-    kernel = with_hints(bwd_state_pass_kernel, OCCUPANCY)
+    kernel = with_hints(bwd_state_pass_kernel, occupancy=BWD_STATE_PASS_OCCUPANCY)
     return KernelLaunch(grid, kernel, args), (dstates, dinitial_states)
 
 
