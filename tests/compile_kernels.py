@@ -322,8 +322,10 @@ def _backward_examples():
 
 
 def _bwd_chunk_names(launches):
-    """bwd_chunk's launches by name: one, or the split form's two (kernels/bwd_chunk_split.py)."""
-    names = ("bwd_chunk",) if len(launches) == 1 else ("bwd_chunk_dx", "bwd_chunk_dB_dC")
+    """bwd_chunk's launches by name: one, or the split form's three
+    (kernels/bwd_chunk_split.py)."""
+    names = (("bwd_chunk",) if len(launches) == 1
+             else ("bwd_chunk_dx", "bwd_chunk_dscores", "bwd_chunk_dB_dC"))
     return list(zip(names, launches))
 
 

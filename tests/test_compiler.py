@@ -145,7 +145,7 @@ def test_bwd_chunk_split_form_fits_two_dB_dC_blocks_an_sm_on_sm90():
     B = torch.zeros(1, 512, 1, 256, dtype=torch.bfloat16)
     dA_cumsum = torch.zeros(1, heads, 2, 256)
     states = torch.zeros(1, heads, 2, 64, 256, dtype=torch.bfloat16)
-    (dx_launch, dB_dC_launch), _ = bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), states,
+    (dx_launch, _, dB_dC_launch), _ = bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), states,
                                                     states, x, torch.zeros(heads),
                                                     heads_per_block=heads)
     dB_dC = compile_kernel(dB_dC_launch.kernel, dB_dC_launch.args, "sm_90")

@@ -48,10 +48,11 @@ input dtype. (Taken as ``dy · y`` from the forward against ``dt ddt``, or from 
 whose pieces are rounded, the pairs cancel to the input dtype's precision: an error that grows
 with the chunk.)
 
-From dstate 256 on, 16-bit inputs run the same sums as two kernels instead
+From dstate 256 on, 16-bit inputs run the same sums as three kernels instead
 (:mod:`mamba2_tile.kernels.bwd_chunk_split`, ``BWD_CHUNK_SPLIT_DSTATE``): one for everything
-that sums over dstate, one for ``dB`` and ``dC`` in blocks of dstate columns, so that no tile
-spans the whole state.
+that sums over dstate, one for the gradient of the scores ``C_i · B_j`` summed over a group's
+heads, and one for ``dB`` and ``dC`` in blocks of dstate columns, so that no tile spans the whole
+state and the in-chunk parts of ``dB`` and ``dC`` are made once a group.
 
 Float32 inputs run :func:`bwd_chunk_float32_kernel`: the same sums with float32's accuracy on
 tensor cores (three TF32 products per ``mma``, :mod:`mamba2_tile.kernels.split_tf32`), whose
@@ -85,7 +86,8 @@ The caller adds the rest: ``exp(dA_e) G_k`` to the entering state's gradient and
 
 import torch
 
-from mamba2_tile.kernels.bwd_chunk_split import bwd_chunk_dB_dC_kernel, bwd_chunk_dx_kernel
+from mamba2_tile.kernels.bwd_chunk_split import (bwd_chunk_dB_dC_kernel, bwd_chunk_dscores_kernel,
+                                                  bwd_chunk_dx_kernel)
 from mamba2_tile.kernels.bwd_chunk_tiles import (decay_t, load_rows, pair_dyx, pair_tiles_t,
                                                   sequence_tokens, sequences_ending_in,
                                                   state_columns, to_sequence_end)
@@ -215,11 +217,11 @@ def bwd_chunk_kernel(
                         rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
                                           (1, BLOCK_M))
                         # Transposed pieces, (j, i).
-                        scores_t, dyx_t, pairs = pair_tiles_t(
+                        scores_t, dyx_t, pairs_t = pair_tiles_t(
                             B_j, C_i, x_j.astype(mma_dtype), dy_i,
                             decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M), rows, cols, seq_idx, b,
                             row_block, col_block, BLOCK_M, HAS_SEQ_IDX)
-                        B_dB_pairs = B_dB_pairs + pairs
+                        B_dB_pairs = B_dB_pairs + ct.sum(pairs_t, axis=1)
                         u = ct.mma(scores_t.astype(mma_dtype), dy_i, u)
                         dB_j = ct.mma((dyx_t * dt_j).astype(mma_dtype), C_i, dB_j)
                 dx_j = u * dt_j
@@ -562,11 +564,13 @@ def bwd_chunk_heads_per_block(dtype, batch, nchunks, nheads, ngroups):
     return best
 
 
-# From this dstate (padded) on, the 16-bit per-chunk gradients run as two kernels
+# From this dstate (padded) on, the 16-bit per-chunk gradients run as three kernels
 # (kernels/bwd_chunk_split.py): the one-kernel form's dstate-wide float32 dB and dC tiles need
 # 235-248 registers a thread on sm_90 at dstate 256. A training step at b8 h64 p64 L2048 on the
-# H200 (data/h200_bwd_chunk_split.txt): dstate 256, 5.06 -> 4.53 ms at chunk 256, 4.10 -> 3.41
-# ms at chunk 64; dstate 128, slower split (2.36 -> 2.79 ms or more at chunk 256).
+# H200, with the split form's first version, two kernels without dscores
+# (data/h200_bwd_chunk_split.txt): dstate 256, 5.06 -> 4.53 ms at chunk 256, 4.10 -> 3.41 ms at
+# chunk 64; dstate 128, slower split (2.36 -> 2.79 ms or more at chunk 256). The three-kernel
+# form is not timed yet.
 BWD_CHUNK_SPLIT_DSTATE = 256
 
 # The dstate columns one block of the split form's dB/dC kernel makes.
@@ -582,7 +586,7 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, 
                      dvarlen_states=None, cu_seqlens=None, heads_per_block=None):
     """Allocate the outputs and plan the launches; returns
     ``(launches, (dx, ddt, dB, dC, ddA_terms, dD))``, ``launches`` a tuple of
-    :class:`KernelLaunch` to run in order (two for the split form, one otherwise):
+    :class:`KernelLaunch` to run in order (three for the split form, one otherwise):
 
     - ``dx`` (b, l, h, p) in ``x``'s dtype, with the skip's ``D dy`` when ``D`` is given
       ((h,) or (h, p));
@@ -635,12 +639,21 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, 
             (batch * nchunks, nheads, 1), bwd_chunk_dx_kernel,
             inputs + (D_arg,) + packing + (dx, ddt, ddA_terms, dD_arg, chunk_size, block_m,
                                            headdim_tile, dstate_tile, D is not None) + flags)
+        # Only the pairs j <= i are written (and read).
+        dscores = torch.empty(batch, nchunks, ngroups, chunk_size, chunk_size, dtype=x.dtype,
+                              device=x.device)
+        blocks_per_chunk = chunk_size // block_m
+        dscores_launch = KernelLaunch(
+            (batch * nchunks, ngroups, blocks_per_chunk * blocks_per_chunk),
+            bwd_chunk_dscores_kernel,
+            (x, dt, dA_cumsum, dy, packing[0], dscores, chunk_size, block_m, headdim_tile,
+             flags[0]))
         dB_dC_launch = KernelLaunch(
             (batch * nchunks, nheads // heads_per_block, -(-dstate // columns)),
             with_hints(bwd_chunk_dB_dC_kernel, occupancy=BWD_CHUNK_SPLIT_DB_DC_OCCUPANCY),
-            inputs + packing + (dB, dC, chunk_size, block_m, columns, headdim_tile,
-                                heads_per_block) + flags)
-        return (dx_launch, dB_dC_launch), outputs
+            inputs + (dscores,) + packing + (dB, dC, chunk_size, block_m, columns, headdim_tile,
+                                             heads_per_block) + flags)
+        return (dx_launch, dscores_launch, dB_dC_launch), outputs
     grid = (batch * nchunks, nheads // heads_per_block, 1)
     args = inputs + (D_arg,) + packing + (dx, ddt, dB, dC, ddA_terms, dD_arg, chunk_size, block_m)
     if block_n is None:

@@ -1,35 +1,55 @@
-"""The per-chunk gradients of :mod:`mamba2_tile.kernels.bwd_chunk` as two kernels, for wide states.
+"""The per-chunk gradients of :mod:`mamba2_tile.kernels.bwd_chunk` in three kernels, for wide
+states.
 
 :func:`~mamba2_tile.kernels.bwd_chunk.bwd_chunk_kernel` keeps float32 ``dB_j`` and ``dC_i``
 tiles spanning the whole ``dstate`` next to the ``B``, ``C`` and ``dh`` tiles that feed them. At
 dstate 256 that is most of the register file: compiled for sm_90 it needs 235 registers a thread
 at chunk 64 and 248 at chunk 256, and in a training step at b8 h64 p64 L2048 chunk 256 it took
-4.0 of 5.1 ms (data/h200_backward_profile_2026-12-04.txt). The same sums split cleanly in two,
-along what each output needs:
+4.0 of 5.1 ms (data/h200_backward_profile_2026-12-04.txt). The same sums split along what each
+output needs:
 
 * :func:`bwd_chunk_dx_kernel`, one block a (chunk, head): everything that sums *over* dstate —
-  ``u_j`` (so ``dx``, ``ddt`` and ``dD``) and the three rows of ``ddA_terms``, whose in-chunk
-  pairs ``L_ij (C_i · B_j) dt_j (dy_i · x_j)`` come from the float32 ``C Bᵀ`` and ``dy xᵀ``
-  tiles as in the one-kernel form. Its float32 tiles are ``(BLOCK_M, HEADDIM)`` and ``(BLOCK_M,
-  BLOCK_M)``; ``dstate`` is only the inner dimension of its ``mma``.
+  ``u_j`` (so ``dx``, ``ddt`` and ``dD``) and the three rows of ``ddA_terms``. Their in-chunk
+  pairs ``L_ij (C_i · B_j) dt_j (dy_i · x_j)`` come from one float32 tile a pair of row blocks,
+  summed over ``i`` for ``B_j · dB_j`` and over ``j`` for ``C_i · dC_i`` (one row a row block,
+  carried through the loop), so ``C Bᵀ`` is made once a head. Its float32 tiles are
+  ``(BLOCK_M, HEADDIM)`` and ``(BLOCK_M, BLOCK_M)``; ``dstate`` is only the inner dimension of
+  its ``mma``.
+* :func:`bwd_chunk_dscores_kernel`, one block a (chunk, group, pair of row blocks ``j <= i``):
+  ``dscores_ij = sum_h L_ij dt_j (dy_i · x_j)`` over the group's heads. The in-chunk terms of
+  ``dB`` and ``dC`` are that sum times the group's ``C`` and ``B``::
+
+      sum_h dC_i = ... + sum_{j <= i} dscores_ij B_j
+      sum_h dB_j = ... + sum_{i >= j} dscores_ij C_i
+
+  so they are made once a group instead of once a head (mamba_ssm's backward takes the same
+  turn, its ``dcb``). It is written in the input dtype, the rounding the ``mma`` that reads it
+  takes anyway.
 * :func:`bwd_chunk_dB_dC_kernel`, one block a (chunk, group's block of heads, ``BLOCK_N``
-  columns of dstate): ``dB_j`` and ``dC_i`` on those columns, summed over the block's heads. It
-  needs ``dy xᵀ`` (headdim deep: cheap to make again for each column block) but never ``C Bᵀ``.
+  columns of dstate): ``dB_j`` and ``dC_i`` on those columns: ``dscores`` against ``C`` and
+  ``B`` (in the group's first block only), then each head's part through the states, ``(dt_j
+  x_j)ᵀ dh`` and ``(exp(dA_i) dy_i)ᵀ h_c``, summed over the block's heads.
 
 The formulas, the masks of packed sequences and the varlen terms are those of the one-kernel
-form (its module doc), term for term, through the tile functions both share
-(:mod:`mamba2_tile.kernels.bwd_chunk_tiles`); so are the outputs' layouts. The cost of the
-split: ``dy xᵀ`` is made in both kernels and once per column block, and ``x``, ``dy`` are read
-once more.
+form (its module doc), term for term, through the tile functions they share
+(:mod:`mamba2_tile.kernels.bwd_chunk_tiles`); so are the outputs' layouts.
 
-Measured (H200, a training step of ours alone as the bench times it, b8 h64 p64 L2048 bf16,
-data/h200_bwd_chunk_split.txt): at dstate 256, 5.06 -> 4.53 ms at chunk 256 and 4.10 -> 3.41 ms
-at chunk 64, with 64 columns a dB/dC block and that kernel compiled for two blocks an SM (the
-occupancy hint 2: 128 registers a thread and 95-113 KB of shared memory on sm_90, against 168
-and ~200 KB without, which measured 5.46 and 3.77 ms). At dstate 128 the split was slower than
-one kernel at every setting tried (2.79-4.12 against 2.36 ms at chunk 256), so
-:func:`~mamba2_tile.kernels.bwd_chunk.bwd_chunk_launch` takes it from dstate 256 on. Reading a
-precomputed ``C Bᵀ`` instead of forming it per head was slower again (4.68 ms at chunk 256).
+Multiply-adds a (chunk, head) at chunk 256, headdim 64, dstate 256 (row blocks of 64, so 10
+pairs of row blocks): the dx kernel 25 M (38 M when its ``C_i · dC_i`` loop made ``C Bᵀ`` and
+``dy xᵀ`` a second time), dscores 2.6 M, the dB/dC kernel 8.7 M (50 M when every head made its
+own in-chunk terms, ``dy xᵀ`` again for each of the four column blocks): 36 M against 88 M.
+Compiled for sm_90 at b8 L2048's heads a block: dx 255 registers and ~212 KB of shared memory
+(one block an SM, as before), dB/dC 128 registers without spills (the occupancy hint 2).
+
+Measured before dscores (H200, a training step of ours alone as the bench times it, b8 h64 p64
+L2048 bf16, data/h200_bwd_chunk_split.txt): at dstate 256, two kernels took 4.53 ms at chunk 256
+against 5.06 for one, and 3.41 against 4.10 at chunk 64, with 64 columns a dB/dC block and that
+kernel compiled for two blocks an SM (168 registers and ~200 KB without the hint measured 5.46
+and 3.77 ms). At dstate 128 the split was slower than one kernel at every setting tried (2.79-4.12
+against 2.36 ms at chunk 256), so :func:`~mamba2_tile.kernels.bwd_chunk.bwd_chunk_launch` takes
+it from dstate 256 on. Reading a precomputed ``C Bᵀ`` in the dx kernel instead of forming it per
+head was slower again (4.68 ms at chunk 256). The three-kernel form with dscores is not timed on
+the H200 yet.
 """
 
 from mamba2_tile.kernels.bwd_chunk_tiles import (decay_t, load_rows, pair_dyx, pair_tiles_t,
@@ -81,6 +101,26 @@ def bwd_chunk_dx_kernel(
         entering = ct.where(seq_enter == seq_leave, entering, 0.0)
     entering = ct.reshape(entering, (1,))
 
+    # C_i · dC_i for every row block i, one row each: first the part through the entering state,
+    # exp(dA_i) dy_i · (h_c C_i); the j loop below adds the in-chunk pairs.
+    C_dC = ct.zeros((blocks_per_chunk, BLOCK_M), dtype=ct.float32)
+    row_block_ids = ct.reshape(ct.arange(blocks_per_chunk, dtype=ct.int32), (blocks_per_chunk, 1))
+    for i in range(blocks_per_chunk):
+        row_block = c * blocks_per_chunk + i
+        if row_block * BLOCK_M < seqlen:
+            C_i = load_rows(C, b, row_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
+            dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)),
+                              (BLOCK_M, 1)) * LOG2E
+            dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
+            read_out = ct.exp2(dA_i, flush_to_zero=True)                     # (BLOCK_M, 1)
+            if HAS_SEQ_IDX:
+                seq_i = rows_seq(seq_idx, b, row_block, BLOCK_M)              # (BLOCK_M, 1)
+                read_out = ct.where(seq_i == seq_enter, read_out, 0.0)
+            through_state = ct.sum(dy_i * ct.mma(C_i, ct.transpose(h_enter),
+                                                 ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32))
+                                   * read_out, axis=1)
+            C_dC = ct.where(row_block_ids == i, ct.reshape(through_state, (1, BLOCK_M)), C_dC)
+
     # u_j, dx_j, ddt_j and B_j · dB_j: column blocks j, each summing over the row blocks i >= j.
     for j in range(blocks_per_chunk):
         col_block = c * blocks_per_chunk + j
@@ -125,11 +165,15 @@ def bwd_chunk_dx_kernel(
                     dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM).astype(mma_dtype)
                     rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
                                       (1, BLOCK_M))
-                    scores_t, _, pairs = pair_tiles_t(
+                    scores_t, _, pairs_t = pair_tiles_t(
                         B_j, C_i, x_j.astype(mma_dtype), dy_i,
                         decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M), rows, cols, seq_idx, b,
                         row_block, col_block, BLOCK_M, HAS_SEQ_IDX)
-                    B_dB_pairs = B_dB_pairs + pairs
+                    # The same float32 pairs give both sides of dA's gradient: summed over i
+                    # for B_j · dB_j, and (with dt_j) over j for C_i · dC_i.
+                    B_dB_pairs = B_dB_pairs + ct.sum(pairs_t, axis=1)
+                    C_dC_pairs = ct.reshape(ct.sum(pairs_t * dt_j, axis=0), (1, BLOCK_M))
+                    C_dC = C_dC + ct.where(row_block_ids == i, C_dC_pairs, 0.0)
                     u = ct.mma(scores_t.astype(mma_dtype), dy_i, u)
             dx_j = u * dt_j
             if HAS_D:
@@ -145,37 +189,51 @@ def bwd_chunk_dx_kernel(
             B_dB = B_dB + B_dB_pairs * dt_row
             ct.store(ddA_terms, (b, h, c, 1, j), ct.reshape(B_dB, (1, 1, 1, 1, BLOCK_M)))
 
-    # C_i · dC_i: row blocks i, each summing over the column blocks j <= i.
-    for i in range(blocks_per_chunk):
-        row_block = c * blocks_per_chunk + i
-        if row_block * BLOCK_M < seqlen:
-            C_i = load_rows(C, b, row_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
-            rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
+    ct.store(ddA_terms, (b, h, c, 0, 0),
+             ct.reshape(C_dC, (1, 1, 1, 1, CHUNK_SIZE)))
+
+
+@ct.kernel
+def bwd_chunk_dscores_kernel(
+    x, dt, dA_cumsum, dy, seq_idx,   # as bwd_chunk_kernel
+    dscores,                         # out, x's dtype: (b, c, g, s, s), the pairs j <= i
+    CHUNK_SIZE: ct.Constant[int],
+    BLOCK_M: ct.Constant[int],
+    HEADDIM: ct.Constant[int],       # headdim padded to a power of two
+    HAS_SEQ_IDX: ct.Constant[bool],  # the forward's seq_idx masks
+):
+    """``dscores_ij = sum_h L_ij dt_j (dy_i · x_j)`` over a group's heads: the gradient of the
+    scores ``C_i · B_j`` its heads share. One block a (chunk, group, pair of row blocks ``i``,
+    ``j``); pairs above the diagonal (``j > i``) and row blocks past seqlen do nothing, and are
+    never read."""
+    blocks_per_chunk = CHUNK_SIZE // BLOCK_M
+    nchunks = dA_cumsum.shape[2]
+    b = ct.bid(0) // nchunks
+    c = ct.bid(0) % nchunks
+    g = ct.bid(1)
+    i = ct.bid(2) // blocks_per_chunk
+    j = ct.bid(2) % blocks_per_chunk
+    heads_per_group = x.shape[2] // dscores.shape[2]
+    row_block = c * blocks_per_chunk + i
+    if (j <= i) & (row_block * BLOCK_M < x.shape[1]):
+        rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
+        pairs = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
+        for head in range(heads_per_group):
+            h = g * heads_per_group + head
             dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)),
                               (BLOCK_M, 1)) * LOG2E
-            dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
-            read_out = ct.exp2(dA_i, flush_to_zero=True)                     # (BLOCK_M, 1)
-            if HAS_SEQ_IDX:
-                seq_i = rows_seq(seq_idx, b, row_block, BLOCK_M)              # (BLOCK_M, 1)
-                read_out = ct.where(seq_i == seq_enter, read_out, 0.0)
-            C_dC = ct.sum(dy_i * ct.mma(C_i, ct.transpose(h_enter),
-                                        ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)),
-                          axis=1) * ct.reshape(read_out, (BLOCK_M,))
-            dy_i = dy_i.astype(mma_dtype)
-            for j in range(i + 1):
-                col_block = c * blocks_per_chunk + j
-                dyx = pair_dyx(x, dt, dA_cumsum, seq_idx, dy_i, dA_i, rows, b, h, c, j,
-                               row_block, col_block, BLOCK_M, HEADDIM, HAS_SEQ_IDX)
-                B_j = load_rows(B, b, col_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
-                scores = ct.mma(C_i, ct.transpose(B_j),
-                                ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                C_dC = C_dC + ct.sum(scores * dyx, axis=1)
-            ct.store(ddA_terms, (b, h, c, 0, i), ct.reshape(C_dC, (1, 1, 1, 1, BLOCK_M)))
+            dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM).astype(x.dtype)
+            pairs = pairs + pair_dyx(x, dt, dA_cumsum, seq_idx, dy_i, dA_i, rows, b, h, c, j,
+                                     row_block, c * blocks_per_chunk + j, BLOCK_M, HEADDIM,
+                                     HAS_SEQ_IDX)
+        ct.store(dscores, (b, c, g, i, j),
+                 ct.reshape(pairs, (1, 1, 1, BLOCK_M, BLOCK_M)).astype(dscores.dtype))
 
 
 @ct.kernel
 def bwd_chunk_dB_dC_kernel(
     x, dt, dA_cumsum, B, C, chunk_states, dstates, dy,      # as bwd_chunk_kernel
+    dscores,                         # (b, c, g, s, s), from bwd_chunk_dscores_kernel
     seq_idx, dvarlen_states, cu_seqlens, chunk_sequences,    # as bwd_chunk_kernel
     dB, dC,                          # out, f32: (b, l, h / HEADS_PER_BLOCK, n), a block's sum
     CHUNK_SIZE: ct.Constant[int],
@@ -193,7 +251,10 @@ def bwd_chunk_dB_dC_kernel(
     split = ct.bid(1)
     n = ct.bid(2)
     first_head = split * HEADS_PER_BLOCK
-    g = first_head // (x.shape[2] // B.shape[2])
+    heads_per_group = x.shape[2] // B.shape[2]
+    g = first_head // heads_per_group
+    # The in-chunk terms are the group's, not a head's: the group's first block adds them.
+    in_chunk = first_head % heads_per_group == 0
     seqlen = x.shape[1]
     zero = ct.PaddingMode.ZERO
     mma_dtype = x.dtype
@@ -201,14 +262,23 @@ def bwd_chunk_dB_dC_kernel(
         seq_enter = seq_before(seq_idx, b, c * CHUNK_SIZE)
         seq_leave = last_seq(rows_seq(seq_idx, b, c, CHUNK_SIZE))
 
-    # dB_j on this block's columns: column blocks j; for each head, the row blocks i >= j.
+    # dB_j on this block's columns: column blocks j; dscoresᵀ C_i over the row blocks i >= j,
+    # then each head's part through the state leaving the chunk.
     for j in range(blocks_per_chunk):
         col_block = c * blocks_per_chunk + j
         if col_block * BLOCK_M < seqlen:
-            cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
+            dB_j = ct.zeros((BLOCK_M, BLOCK_N), dtype=ct.float32)
+            if in_chunk:
+                for i in range(j, blocks_per_chunk):
+                    row_block = c * blocks_per_chunk + i
+                    if row_block * BLOCK_M < seqlen:
+                        pairs = ct.reshape(ct.load(dscores, (b, c, g, i, j),
+                                                   (1, 1, 1, BLOCK_M, BLOCK_M)),
+                                           (BLOCK_M, BLOCK_M))
+                        C_in = load_rows(C, b, row_block, g, n, BLOCK_M, BLOCK_N).astype(mma_dtype)
+                        dB_j = ct.mma(ct.transpose(pairs), C_in, dB_j)
             if HAS_SEQ_IDX:
                 seq_j = rows_seq(seq_idx, b, col_block, BLOCK_M)              # (BLOCK_M, 1)
-            dB_j = ct.zeros((BLOCK_M, BLOCK_N), dtype=ct.float32)
             for head in range(HEADS_PER_BLOCK):
                 h = first_head + head
                 dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1),
@@ -236,32 +306,23 @@ def bwd_chunk_dB_dC_kernel(
                                                      padding_mode=zero), (HEADDIM, BLOCK_N))
                             dB_j = ct.mma((x_j * (to_e * dt_j)).astype(mma_dtype),
                                           G_n.astype(mma_dtype), dB_j)
-                x_j = x_j.astype(mma_dtype)
-                for i in range(j, blocks_per_chunk):
-                    row_block = c * blocks_per_chunk + i
-                    if row_block * BLOCK_M < seqlen:
-                        dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM).astype(mma_dtype)
-                        rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
-                                          (1, BLOCK_M))
-                        decay = decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M)
-                        dyx_t = ct.mma(x_j, ct.transpose(dy_i),
-                                       ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                        dyx_t = ct.where(rows >= cols, dyx_t * (decay * dt_j), 0.0)
-                        if HAS_SEQ_IDX:
-                            seq_i = ct.transpose(rows_seq(seq_idx, b, row_block, BLOCK_M))
-                            dyx_t = ct.where(seq_i == seq_j, dyx_t, 0.0)
-                        C_in = load_rows(C, b, row_block, g, n, BLOCK_M, BLOCK_N).astype(mma_dtype)
-                        dB_j = ct.mma(dyx_t.astype(mma_dtype), C_in, dB_j)
             ct.store(dB, (b, col_block, split, n), ct.reshape(dB_j, (1, BLOCK_M, 1, BLOCK_N)))
 
-    # dC_i on this block's columns: row blocks i; for each head, the column blocks j <= i.
+    # dC_i on this block's columns: row blocks i; dscores B_j over the column blocks j <= i,
+    # then each head's part through the state entering the chunk.
     for i in range(blocks_per_chunk):
         row_block = c * blocks_per_chunk + i
         if row_block * BLOCK_M < seqlen:
-            rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
+            dC_i = ct.zeros((BLOCK_M, BLOCK_N), dtype=ct.float32)
+            if in_chunk:
+                for j in range(i + 1):
+                    pairs = ct.reshape(ct.load(dscores, (b, c, g, i, j),
+                                               (1, 1, 1, BLOCK_M, BLOCK_M)), (BLOCK_M, BLOCK_M))
+                    B_jn = load_rows(B, b, c * blocks_per_chunk + j, g, n, BLOCK_M,
+                                     BLOCK_N).astype(mma_dtype)
+                    dC_i = ct.mma(pairs, B_jn, dC_i)
             if HAS_SEQ_IDX:
                 seq_i = rows_seq(seq_idx, b, row_block, BLOCK_M)              # (BLOCK_M, 1)
-            dC_i = ct.zeros((BLOCK_M, BLOCK_N), dtype=ct.float32)
             for head in range(HEADS_PER_BLOCK):
                 h = first_head + head
                 dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)),
@@ -272,11 +333,4 @@ def bwd_chunk_dB_dC_kernel(
                 if HAS_SEQ_IDX:
                     read_out = ct.where(seq_i == seq_enter, read_out, 0.0)
                 dC_i = ct.mma((dy_i * read_out).astype(mma_dtype), h_n.astype(mma_dtype), dC_i)
-                dy_i = dy_i.astype(mma_dtype)
-                for j in range(i + 1):
-                    col_block = c * blocks_per_chunk + j
-                    dyx = pair_dyx(x, dt, dA_cumsum, seq_idx, dy_i, dA_i, rows, b, h, c, j,
-                                   row_block, col_block, BLOCK_M, HEADDIM, HAS_SEQ_IDX)
-                    B_jn = load_rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N).astype(mma_dtype)
-                    dC_i = ct.mma(dyx.astype(mma_dtype), B_jn, dC_i)
             ct.store(dC, (b, row_block, split, n), ct.reshape(dC_i, (1, BLOCK_M, 1, BLOCK_N)))

@@ -44,10 +44,11 @@ def pair_tiles_t(B_j, C_i, x_j, dy_i, decay, rows, cols, seq_idx, b, row_block, 
                  BLOCK_M, HAS_SEQ_IDX):
     """The ``(BLOCK_M, BLOCK_M)`` float32 tiles of row blocks ``j <= i`` at (j, i), all in the
     mma dtype but ``decay`` (:func:`decay_t`), ``rows`` ``(1, BLOCK_M)`` and ``cols``
-    ``(BLOCK_M, 1)`` their positions in the chunk: returns ``(scores_t, dyx_t, pairs)``, ``L ∘
-    B_j C_iᵀ`` and ``L ∘ x_j dy_iᵀ`` (zero where the causal or the sequence mask is), and the
-    row sums of ``B_j C_iᵀ ∘ L ∘ x_j dy_iᵀ``: ``B_j · dB_j``'s in-chunk pairs, ``dt_j`` aside,
-    from float32 tiles (module doc of :mod:`mamba2_tile.kernels.bwd_chunk`)."""
+    ``(BLOCK_M, 1)`` their positions in the chunk: returns ``(scores_t, dyx_t, pairs_t)``, ``L ∘
+    B_j C_iᵀ`` and ``L ∘ x_j dy_iᵀ`` (zero where the causal or the sequence mask is), and ``B_j
+    C_iᵀ ∘ L ∘ x_j dy_iᵀ``, the in-chunk pairs of ``dA``'s gradient from float32 tiles, ``dt_j``
+    aside: its row sums are ``B_j · dB_j``'s, its column sums (with ``dt_j``) ``C_i · dC_i``'s
+    (module doc of :mod:`mamba2_tile.kernels.bwd_chunk`)."""
     mask = rows >= cols
     if HAS_SEQ_IDX:
         # Tokens of different sequences never meet (the in-chunk mask).
@@ -56,8 +57,7 @@ def pair_tiles_t(B_j, C_i, x_j, dy_i, decay, rows, cols, seq_idx, b, row_block, 
     scores_t = ct.mma(B_j, ct.transpose(C_i), ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
     dyx_t = ct.mma(x_j, ct.transpose(dy_i), ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
     dyx_t = ct.where(mask, dyx_t * decay, 0.0)
-    pairs = ct.sum(scores_t * dyx_t, axis=1)
-    return ct.where(mask, scores_t * decay, 0.0), dyx_t, pairs
+    return ct.where(mask, scores_t * decay, 0.0), dyx_t, scores_t * dyx_t
 
 
 @ct.function

@@ -348,14 +348,19 @@ def test_16bit_whole_group_per_block(monkeypatch, name):
     check(arguments.pop("case"), tolerance=1e-2, **arguments)
 
 
+SPLIT_FORM = ["bwd_chunk_dx_kernel", "bwd_chunk_dscores_kernel", "bwd_chunk_dB_dC_kernel"]
+
+
+@pytest.mark.parametrize("min_blocks", [1, 10**9], ids=["whole-group-per-block", "one-head"])
 @pytest.mark.parametrize("name", SIXTEEN_BIT_CASES)
-def test_16bit_split_form(monkeypatch, name):
+def test_16bit_split_form(monkeypatch, name, min_blocks):
     # The split form (kernels/bwd_chunk_split.py) runs from dstate 256 on; forced here at every
     # dstate, with dB and dC made 8 columns a block (two to four column blocks, the last partial
-    # at dstate 24) and every head of a group in one block.
+    # at dstate 24), and both ends of the heads a block: every head of a group in one block, and
+    # one head a block (where only a group's first block adds the in-chunk dscores terms).
     monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_SPLIT_DSTATE", 1)
     monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_SPLIT_COLUMNS", 8)
-    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_MIN_BLOCKS", 1)
+    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_MIN_BLOCKS", min_blocks)
     launch = bwd_chunk.bwd_chunk_launch
     kernels = []
 
@@ -367,17 +372,18 @@ def test_16bit_split_form(monkeypatch, name):
     monkeypatch.setattr(bwd_chunk, "bwd_chunk_launch", recording)
     arguments = dict(SIXTEEN_BIT_CASES[name])
     check(arguments.pop("case"), tolerance=1e-2, **arguments)
-    assert kernels == [["bwd_chunk_dx_kernel", "bwd_chunk_dB_dC_kernel"]]
+    assert kernels == [SPLIT_FORM]
 
 
 @pytest.mark.parametrize("dtype, dstate, kernels", [
     (torch.bfloat16, 128, ["bwd_chunk_kernel"]),
-    (torch.bfloat16, 200, ["bwd_chunk_dx_kernel", "bwd_chunk_dB_dC_kernel"]),
-    (torch.float16, 256, ["bwd_chunk_dx_kernel", "bwd_chunk_dB_dC_kernel"]),
+    (torch.bfloat16, 200, SPLIT_FORM),
+    (torch.float16, 256, SPLIT_FORM),
     (torch.float32, 256, ["bwd_chunk_float32_kernel"])])
 def test_split_form_rule(dtype, dstate, kernels):
     # The split form from a padded dstate of 256 on (200 pads to 256), for 16-bit inputs only;
-    # its dB/dC grid has one block per 64 dstate columns, the last partial.
+    # its dscores grid one block per (chunk, group, pair of row blocks), its dB/dC grid one per
+    # 64 dstate columns, the last partial.
     x = torch.zeros(1, 70, 2, 8, dtype=dtype)
     B = torch.zeros(1, 70, 1, dstate, dtype=dtype)
     dA_cumsum = torch.zeros(1, 2, 2, 64)
@@ -385,8 +391,9 @@ def test_split_form_rule(dtype, dstate, kernels):
     launches, _ = bwd_chunk.bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), states,
                                              states, x)
     assert [kernel_function(launch.kernel).__name__ for launch in launches] == kernels
-    if len(launches) == 2:
-        assert launches[1].grid == (2, 2, -(-dstate // 64))
+    if len(launches) == 3:
+        assert launches[1].grid == (2, 1, 1)
+        assert launches[2].grid == (2, 2, -(-dstate // 64))
 
 
 def test_heads_per_block_rule():
