@@ -137,21 +137,25 @@ def test_bwd_chunk_keeps_its_tiles_in_registers_on_sm90(chunk_size, heads):
 def test_bwd_chunk_split_form_fits_two_dB_dC_blocks_an_sm_on_sm90():
     """dstate 256 takes the split form (kernels/bwd_chunk_split.py): its dB/dC kernel, compiled
     for two blocks an SM (``BWD_CHUNK_SPLIT_DB_DC_OCCUPANCY``), stays within 128 registers a
-    thread without spilling, and the dx kernel spills at most 8 bytes a thread, at chunk 256 and
-    the heads a block the launcher picks at batch 8, 2048 tokens."""
+    thread without spilling (it reads dscores in the input dtype: a float32 dscores converted in
+    the kernel spilled 24 bytes), the dx kernel spills at most 8 bytes a thread and the dscores
+    kernel none, at chunk 256 and the heads a block the launcher picks at batch 8, 2048
+    tokens."""
     from mamba2_tile.kernels.bwd_chunk import bwd_chunk_heads_per_block, bwd_chunk_launch
     heads = bwd_chunk_heads_per_block(torch.bfloat16, 8, 2048 // 256, 64, 1)
     x = torch.zeros(1, 512, heads, 64, dtype=torch.bfloat16)
     B = torch.zeros(1, 512, 1, 256, dtype=torch.bfloat16)
     dA_cumsum = torch.zeros(1, heads, 2, 256)
     states = torch.zeros(1, heads, 2, 64, 256, dtype=torch.bfloat16)
-    (dx_launch, _, dB_dC_launch), _ = bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), states,
+    (dx_launch, dscores_launch, dB_dC_launch), _ = bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), states,
                                                     states, x, torch.zeros(heads),
                                                     heads_per_block=heads)
     dB_dC = compile_kernel(dB_dC_launch.kernel, dB_dC_launch.args, "sm_90")
     assert dB_dC.registers <= 128 and dB_dC.local_bytes == 0, dB_dC.summary()
     dx = compile_kernel(dx_launch.kernel, dx_launch.args, "sm_90")
     assert dx.local_bytes <= 8, dx.summary()
+    dscores = compile_kernel(dscores_launch.kernel, dscores_launch.args, "sm_90")
+    assert dscores.local_bytes == 0, dscores.summary()
 
 
 @pytest.mark.parametrize("chunk_size", [64, 128, 256])
