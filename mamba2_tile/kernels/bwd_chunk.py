@@ -581,6 +581,13 @@ BWD_CHUNK_SPLIT_COLUMNS = 64
 # 3.41 against 3.77 at chunk 64.
 BWD_CHUNK_SPLIT_DB_DC_OCCUPANCY = 2
 
+# The split form's dx kernel with the occupancy hint 2 too. At dstate 256 its shared memory
+# (~212 KB on sm_90) leaves one block an SM whatever the hint, and the cubin's resources are the
+# same; where the split form was forced at dstate 128 (chunk 256) the hint took the dx kernel to
+# 128 registers and 108 KB, two blocks an SM, and the step from 4.12 to 2.79 ms (the two-kernel
+# form, data/h200_bwd_chunk_split.txt: split-64 against split-64-dx-occ2).
+BWD_CHUNK_SPLIT_DX_OCCUPANCY = 2
+
 
 def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, seq_idx=None,
                      dvarlen_states=None, cu_seqlens=None, heads_per_block=None):
@@ -636,7 +643,8 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, 
     if block_n is None and dstate_tile >= BWD_CHUNK_SPLIT_DSTATE:
         columns = min(BWD_CHUNK_SPLIT_COLUMNS, dstate_tile)
         dx_launch = KernelLaunch(
-            (batch * nchunks, nheads, 1), bwd_chunk_dx_kernel,
+            (batch * nchunks, nheads, 1),
+            with_hints(bwd_chunk_dx_kernel, occupancy=BWD_CHUNK_SPLIT_DX_OCCUPANCY),
             inputs + (D_arg,) + packing + (dx, ddt, ddA_terms, dD_arg, chunk_size, block_m,
                                            headdim_tile, dstate_tile, D is not None) + flags)
         # Only the pairs j <= i are written (and read).

@@ -40,7 +40,9 @@ pairs of row blocks; data/cpu_bwd_chunk_dscores.txt): the dx kernel 25.2 M (38.3
 8.7 M (50.3 M when every head made its own in-chunk terms, ``dy xᵀ`` again for each of the four
 column blocks): 36.5 M against 88.6 M. The gradients are the same within 1% on the interpreter.
 Compiled for sm_90 at b8 L2048's heads a block: dx 255 registers and ~212 KB of shared memory
-(one block an SM, as before), dB/dC 128 registers without spills (the occupancy hint 2).
+(one block an SM, as before, whatever its occupancy hint), dB/dC 128 registers without spills
+(the occupancy hint 2); both hints are the launcher's (``BWD_CHUNK_SPLIT_DX_OCCUPANCY``,
+``BWD_CHUNK_SPLIT_DB_DC_OCCUPANCY``).
 
 Measured before dscores (H200, a training step of ours alone as the bench times it, b8 h64 p64
 L2048 bf16, data/h200_bwd_chunk_split.txt): at dstate 256, two kernels took 4.53 ms at chunk 256
