@@ -618,6 +618,11 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, 
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
     if heads_per_block is None:
         heads_per_block = bwd_chunk_heads_per_block(x.dtype, batch, nchunks, nheads, ngroups)
+    elif (isinstance(heads_per_block, bool) or not isinstance(heads_per_block, int)
+          or heads_per_block < 1 or (nheads // ngroups) % heads_per_block):
+        # A block's heads share one group's B and C (and, in the split form, its dscores).
+        raise ValueError(f"heads_per_block must be a positive integer dividing the "
+                         f"{nheads // ngroups} heads of a group, got {heads_per_block!r}")
     block_m, block_n = bwd_chunk_tiles(x.dtype, chunk_size, dstate)
     f32 = dict(dtype=torch.float32, device=x.device)
     dx = torch.empty_like(x)

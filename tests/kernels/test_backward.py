@@ -401,6 +401,19 @@ def test_split_form_rule(dtype, dstate, kernels):
         assert launches[2].grid == (2, 2, -(-dstate // 64))
 
 
+@pytest.mark.parametrize("heads_per_block", [3, 0, 2.0, True])
+def test_heads_per_block_must_divide_a_group(heads_per_block):
+    # 4 heads in 2 groups: a block of 3 heads would straddle the groups' B and C.
+    x = torch.zeros(1, 70, 4, 8, dtype=torch.bfloat16)
+    B = torch.zeros(1, 70, 2, 16, dtype=torch.bfloat16)
+    dA_cumsum = torch.zeros(1, 4, 2, 64)
+    states = torch.zeros(1, 4, 2, 8, 16, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="heads_per_block must be a positive integer dividing "
+                                         "the 2 heads of a group"):
+        bwd_chunk.bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), states, states, x,
+                                   heads_per_block=heads_per_block)
+
+
 def test_heads_per_block_rule():
     rule = bwd_chunk.bwd_chunk_heads_per_block
     # b8 h64 L2048 chunk 64: 256 (batch, chunk) pairs, so all 64 heads in a block (256 blocks).
