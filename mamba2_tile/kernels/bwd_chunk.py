@@ -637,7 +637,8 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, 
     D_rows = None if D is None else (D.float()[:, None] if D.dim() == 1 else D.float())
     D_arg = (placeholder(dA_cumsum) if D is None
              else D_rows.expand(nheads, headdim).contiguous())
-    packing = (seq_placeholder(x) if seq_idx is None else seq_idx,
+    seq_arg = seq_placeholder(x) if seq_idx is None else seq_idx
+    packing = (seq_arg,
                dvarlen_states if varlen else placeholder(dA_cumsum),
                cu_seqlens if varlen else seq_placeholder(x),
                chunk_sequences(cu_seqlens, chunk_size, nchunks) if varlen else seq_placeholder(x))
@@ -659,8 +660,8 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, 
         dscores_launch = KernelLaunch(
             (batch * nchunks, ngroups, blocks_per_chunk * blocks_per_chunk),
             bwd_chunk_dscores_kernel,
-            (x, dt, dA_cumsum, dy, packing[0], dscores, chunk_size, block_m, headdim_tile,
-             flags[0]))
+            (x, dt, dA_cumsum, dy, seq_arg, dscores, chunk_size, block_m, headdim_tile,
+             seq_idx is not None))
         dB_dC_launch = KernelLaunch(
             (batch * nchunks, nheads // heads_per_block, -(-dstate // columns)),
             with_hints(bwd_chunk_dB_dC_kernel, occupancy=BWD_CHUNK_SPLIT_DB_DC_OCCUPANCY),

@@ -233,6 +233,14 @@ def bwd_chunk_dscores_kernel(
                  ct.reshape(pairs, (1, 1, 1, BLOCK_M, BLOCK_M)).astype(dscores.dtype))
 
 
+@ct.function
+def dscores_block(dscores, b, c, g, i, j, BLOCK_M):
+    """``(BLOCK_M, BLOCK_M)``: ``dscores`` of row block ``i`` against row block ``j`` (``j <=
+    i``) of chunk ``c``, group ``g`` (:func:`bwd_chunk_dscores_kernel`'s layout)."""
+    return ct.reshape(ct.load(dscores, (b, c, g, i, j), (1, 1, 1, BLOCK_M, BLOCK_M)),
+                      (BLOCK_M, BLOCK_M))
+
+
 @ct.kernel
 def bwd_chunk_dB_dC_kernel(
     x, dt, dA_cumsum, B, C, chunk_states, dstates, dy,      # as bwd_chunk_kernel
@@ -275,11 +283,9 @@ def bwd_chunk_dB_dC_kernel(
                 for i in range(j, blocks_per_chunk):
                     row_block = c * blocks_per_chunk + i
                     if row_block * BLOCK_M < seqlen:
-                        pairs = ct.reshape(ct.load(dscores, (b, c, g, i, j),
-                                                   (1, 1, 1, BLOCK_M, BLOCK_M)),
-                                           (BLOCK_M, BLOCK_M))
                         C_in = load_rows(C, b, row_block, g, n, BLOCK_M, BLOCK_N).astype(mma_dtype)
-                        dB_j = ct.mma(ct.transpose(pairs), C_in, dB_j)
+                        dB_j = ct.mma(ct.transpose(dscores_block(dscores, b, c, g, i, j, BLOCK_M)),
+                                      C_in, dB_j)
             if HAS_SEQ_IDX:
                 seq_j = rows_seq(seq_idx, b, col_block, BLOCK_M)              # (BLOCK_M, 1)
             for head in range(HEADS_PER_BLOCK):
@@ -319,11 +325,9 @@ def bwd_chunk_dB_dC_kernel(
             dC_i = ct.zeros((BLOCK_M, BLOCK_N), dtype=ct.float32)
             if in_chunk:
                 for j in range(i + 1):
-                    pairs = ct.reshape(ct.load(dscores, (b, c, g, i, j),
-                                               (1, 1, 1, BLOCK_M, BLOCK_M)), (BLOCK_M, BLOCK_M))
                     B_jn = load_rows(B, b, c * blocks_per_chunk + j, g, n, BLOCK_M,
                                      BLOCK_N).astype(mma_dtype)
-                    dC_i = ct.mma(pairs, B_jn, dC_i)
+                    dC_i = ct.mma(dscores_block(dscores, b, c, g, i, j, BLOCK_M), B_jn, dC_i)
             if HAS_SEQ_IDX:
                 seq_i = rows_seq(seq_idx, b, row_block, BLOCK_M)              # (BLOCK_M, 1)
             for head in range(HEADS_PER_BLOCK):
