@@ -18,10 +18,10 @@ numerics and stay as the caller set them (``base`` options), and so does the pat
 search is one ``cuda.tile.tune.exhaustive_search`` (compile, warm up, time with L2 flushed), in
 two stages per kernel:
 
-1. tile sizes x occupancy, hints off (:func:`tile_space`);
+1. tile sizes x occupancy (x worker warps, fused kernel), hints off (:func:`tile_space`);
 2. with the best of those: latency hint (x operand swap, three-kernel path) (:func:`switch_space`).
 
-Fused path: 3 + 2 configurations of one kernel (stage 1 keeps its defaults: it reads
+Fused path: 6 + 2 configurations of one kernel (stage 1 keeps its defaults: it reads
 1/headdim of the bytes). Three-kernel path: ``transposed_layout`` is shared by stage 2 and
 stage 3 (one writes ``chunk_states``, the other reads it), so it is chosen for the pair: the
 layout whose two best times add up to less; 26 configurations in all. Each configuration is a
@@ -54,7 +54,7 @@ from mamba2_tile.kernels import (DEFAULT_OPTIONS, ChunkCumsumOptions, ComputeOut
                                  segment_pass, segment_states)
 from mamba2_tile.kernels.fused_state_out import fused_block_m, scores_given
 from mamba2_tile.kernels.launching import next_power_of_2
-from mamba2_tile.kernels.options import OPTION_TYPES
+from mamba2_tile.kernels.options import OPTION_TYPES, WORKER_WARPS
 from mamba2_tile.kernels.plan import plan_for
 
 AUTOTUNE_ENV = "MAMBA2_TILE_AUTOTUNE"
@@ -243,8 +243,11 @@ def tile_space(kernel, x, B):
                                                                for h in (8, 16)})]
     if kernel == "fused_state_out":
         # Smaller headdim / row tiles measured slower on the H200 (data/h200_probe.txt): only
-        # occupancy is searched, with the launcher's tiles.
-        return [FusedStateOutOptions(occupancy=o) for o in FUSED_OCCUPANCIES]
+        # occupancy and worker warps are searched, with the launcher's tiles. 8 warps take the
+        # bfloat16 dstate-128 kernel's spills on sm_90 from 24-56 bytes a thread to 0-8, at one
+        # block an SM or two (data/cpu_fused_float32_tiles.txt): untimed, hence searched.
+        return [FusedStateOutOptions(occupancy=o, worker_warps=w)
+                for o in FUSED_OCCUPANCIES for w in WORKER_WARPS]
     if kernel == "fwd_pass_state":
         tiles = sorted({(min(p, p_max), min(n, n_max)) for p, n in ((64, 64), (32, 64))})
         return [FwdPassStateOptions(block_p=p, block_n=n, occupancy=o)

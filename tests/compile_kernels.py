@@ -20,6 +20,7 @@ from mamba2_tile.kernels import (DEFAULT_OPTIONS, ForwardOptions, FusedStateOutO
                                  selective_state_update_launch)
 from mamba2_tile.kernels.bwd_chunk import bwd_chunk_launch
 from mamba2_tile.kernels.bwd_state_pass import bwd_state_pass_launch
+from mamba2_tile.kernels.fused_state_out import fused_block_m, scores_given
 from mamba2_tile.kernels.varlen_states import varlen_states_launch
 
 
@@ -94,9 +95,12 @@ def examples():
 # Examples whose sm_90 cubin keeps no local memory (no spilled registers): the float32 backward,
 # whose tiles were chosen for that (kernels/split_tf32.py). tests/test_compiler.py reads it off
 # the cubin. (On sm_80, without Hopper's wgmma, the same kernels spill.)
-NO_SPILLS_ON_SM90 = frozenset(f"{name}[float32-{shape}]"
-                              for name in ("bwd_chunk", "bwd_state_pass")
-                              for shape in ("chunk64-p40-n48", "chunk256-p64-n256"))
+NO_SPILLS_ON_SM90 = frozenset(
+    [f"{name}[float32-{shape}]" for name in ("bwd_chunk", "bwd_state_pass")
+     for shape in ("chunk64-p40-n48", "chunk256-p64-n256")]
+    # TF32's tiles and hints (kernels/fused_state_out.py): 328 and 808 local bytes a thread
+    # with the 16-bit ones.
+    + [f"fused_state_out[float32-chunk256-tf32-n{dstate}]" for dstate in (128, 256)])
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 CHUNK_SIZES = (64, 128, 256)
@@ -139,11 +143,15 @@ def _fused_example(dtype, chunk_size, full, options, headdim, dstate):
     x = torch.zeros(batch, seqlen, nheads, headdim, dtype=dtype)
     B = torch.zeros(batch, seqlen, ngroups, dstate, dtype=dtype)
     dA_cumsum = torch.zeros(batch, nheads, 2, chunk_size)
+    scores = None
+    if scores_given(dstate):                  # C Bᵀ precomputed, as the forward pass does there
+        _, scores = chunk_scores_launch(B, B.clone(), fused_block_m(chunk_size, options),
+                                        options.tf32)
     launch, _ = fused_state_out_launch(
         x, dA_cumsum, dA_cumsum, B, B.clone(),
         initial_states=torch.zeros(batch, nheads, headdim, dstate) if full else None,
         D=torch.zeros(nheads, headdim) if full else torch.zeros(nheads),
-        z=torch.zeros_like(x) if full else None, options=options)
+        z=torch.zeros_like(x) if full else None, options=options, scores=scores)
     return launch
 
 
@@ -246,13 +254,13 @@ def package_examples():
         for name in names:
             yield f"{name}[{tag}]", launches[name].kernel, launches[name].args
     # The fused kernel: every optional input (bf16, chunk 64, the default occupancy hint), bare
-    # (fp16, chunk 128), TF32 (fp32, chunk 256), split TF32 (fp32 without tf32: its own tiles
-    # and hints) and padded headdim / dstate.
+    # (fp16, chunk 128), TF32 (fp32, chunk 256, C Bᵀ formed in the kernel and precomputed), split
+    # TF32 (fp32 without tf32: a smaller state tile) and padded headdim / dstate.
     for tag, dtype, chunk_size, full, options, headdim, dstate in [
         ("bfloat16-chunk64", torch.bfloat16, 64, True, DEFAULT_OPTIONS.fused_state_out, 64, 64),
         ("float16-chunk128-bare", torch.float16, 128, False, FusedStateOutOptions(), 64, 128),
-        ("float32-chunk256-tf32", torch.float32, 256, True, FusedStateOutOptions(tf32=True), 64,
-         64),
+        *[(f"float32-chunk256-tf32-n{dstate}", torch.float32, 256, True,
+           FusedStateOutOptions(tf32=True), 64, dstate) for dstate in (64, 128, 256)],
         ("float32-chunk256-split-n128", torch.float32, 256, True, FusedStateOutOptions(), 64,
          128),
         ("bfloat16-chunk64-p80-n48", torch.bfloat16, 64, True, FusedStateOutOptions(latency=4),

@@ -50,11 +50,12 @@ class FakeSearch:
 
 
 def prefer(options):
-    """Lower is better: swap and a latency hint win, and tile size 32 wins (for the kernels that
-    have these options)."""
+    """Lower is better: swap and a latency hint win, and tile size 32 and 8 worker warps win (for
+    the kernels that have these options)."""
     return (10.0 - 2 * getattr(options, "swap_operands", False)
             - (getattr(options, "latency", None) is not None)
-            - (getattr(options, "block_p", None) == 32) - (options.occupancy == 2))
+            - (getattr(options, "block_p", None) == 32) - (options.occupancy == 2)
+            - (getattr(options, "worker_warps", None) == 8))
 
 
 @pytest.mark.parametrize("value, on", [("1", True), ("on", True), ("0", False), ("", False),
@@ -96,14 +97,16 @@ def test_shape_class_and_key():
 
 def test_search_spaces_are_small_and_valid():
     # The targets' shapes (64 heads, headdim 64, dstate 64): 26 compilations on the three-kernel
-    # path, 5 on the fused one.
+    # path, 8 on the fused one (occupancy x worker warps, then the latency hint).
     x, _, _, B, _ = inputs(nheads=64, seqlen=10)
     sizes = {k: len(autotune.tile_space(k, x, B)) for k in autotune.KERNELS}
     assert sizes == {"chunk_cumsum": 2, "fwd_pass_state": 4, "compute_out": 4,
-                     "fused_state_out": 3}
+                     "fused_state_out": 6}
     three = sum(sizes[k] for k in autotune.THREE_KERNELS)
     assert three + 2 * 2 * len(autotune.switch_space(FwdPassStateOptions())) == 26
-    assert sizes["fused_state_out"] + len(autotune.switch_space(FusedStateOutOptions())) == 5
+    assert sizes["fused_state_out"] + len(autotune.switch_space(FusedStateOutOptions())) == 8
+    assert {(o.occupancy, o.worker_warps) for o in autotune.tile_space("fused_state_out", x, B)} \
+        == {(o, w) for o in autotune.FUSED_OCCUPANCIES for w in (4, 8)}
     # 4 heads: block_h 4 only.
     x, _, _, B, _ = inputs(nheads=4, seqlen=10)
     assert len(autotune.tile_space("chunk_cumsum", x, B)) == 1
@@ -139,7 +142,7 @@ def test_tune_on_the_fused_path_searches_one_kernel():
     assert len(search.spaces[1]) == 2               # latency only: the fused kernel has no swap
     chosen = autotune.options_from_entries(entries, fused)
     assert chosen.fuse_state_passing is True
-    assert chosen.fused_state_out == FusedStateOutOptions(occupancy=2,
+    assert chosen.fused_state_out == FusedStateOutOptions(occupancy=2, worker_warps=8,
                                                           latency=autotune.LATENCY_HINT)
 
 

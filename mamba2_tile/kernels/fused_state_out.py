@@ -61,15 +61,19 @@ MAX_LARGE_STATE_ELEMENTS = 16384
 # (64, 256) operands next to the state spill (read off the sm_90 cubin: ~800 local loads and
 # stores at dstate 256, none without that product).
 MAX_DSTATE_SCORES_IN_KERNEL = 128
+# Float32 inputs, with TF32 or without: 4-byte operand tiles take twice the registers of 16-bit
+# ones, so the block runs 8 worker warps at one block an SM, spreading its tiles over twice the
+# threads. Local bytes a thread in the sm_90 cubins, TF32 at chunk 256, headdim 64, as the
+# benchmark calls it, 4 warps with the 16-bit hints -> 8 (data/cpu_fused_float32_tiles.txt):
+# dstate 64: 24 -> 0; dstate 128: 328 -> 48; dstate 256: 808 -> 0.
+FLOAT32_WORKER_WARPS = 8
 # Float32 without TF32 ("split": every mma is three TF32 ones on operands split in two,
-# kernels/split_tf32.py): the split operands take twice the registers, so the state tile is at
-# most 4096 floats, the row block 32 rows where the kernel forms C Bᵀ itself (dstate <= 128;
-# above, the scores' layout fixes 64), and the block runs 8 worker warps at one block an SM.
-# Read off the sm_90 cubins at chunk 256, headdim 64 (spill stores with the 16-bit tiles ->
-# these): dstate 64: 0, dstate 128: 410 -> 0, dstate 256: 616 -> 55.
+# kernels/split_tf32.py) doubles the operands again: the state tile is at most 4096 floats and
+# the row block 32 rows where the kernel forms C Bᵀ itself (dstate <= 128; above, the scores'
+# layout fixes 64). Spill stores in the sm_90 SASS, 16-bit tiles -> these: dstate 64: 0,
+# 128: 410 -> 0, 256: 616 -> 55.
 SPLIT_MAX_STATE_ELEMENTS = 4096
 SPLIT_BLOCK_M = 32
-SPLIT_WORKER_WARPS = 8
 
 
 @ct.kernel
@@ -203,7 +207,7 @@ def fused_state_out_kernel(
 
 def splits(dtype, options=FusedStateOutOptions()):
     """Whether the kernel multiplies as split TF32 (float32 inputs without ``tf32``), the case
-    with its own tiles and hints (:data:`SPLIT_MAX_STATE_ELEMENTS`)."""
+    with the smallest state tile (:data:`SPLIT_MAX_STATE_ELEMENTS`)."""
     return dtype == torch.float32 and not options.tf32
 
 
@@ -220,14 +224,22 @@ def fused_block_p(headdim, dstate, block_p=None, split=False):
     return min(next_power_of_2(headdim), 64, fits)
 
 
-def fused_occupancy(dstate, block_p, occupancy, split=False):
+def fused_occupancy(dstate, block_p, occupancy, float32=False):
     """The occupancy hint a launch keeps: ``occupancy``, unless the state tile is beyond the
-    two-blocks-an-SM budget (:data:`MAX_STATE_ELEMENTS`) or the kernel splits (``split``): then
-    one block an SM (``None``, the compiler's choice), since a hint of 2 would cap the registers
-    below the state's needs."""
-    if split or block_p * next_power_of_2(dstate) > MAX_STATE_ELEMENTS:
+    two-blocks-an-SM budget (:data:`MAX_STATE_ELEMENTS`) or the inputs are float32
+    (:data:`FLOAT32_WORKER_WARPS`): then one block an SM (``None``, the compiler's choice),
+    since a hint of 2 would cap the registers below the state's needs."""
+    if float32 or block_p * next_power_of_2(dstate) > MAX_STATE_ELEMENTS:
         return None
     return occupancy
+
+
+def fused_worker_warps(options, float32=False):
+    """The worker-warps hint: the options', else :data:`FLOAT32_WORKER_WARPS` for ``float32``
+    inputs, else ``None`` (the compiler's choice)."""
+    if options.worker_warps is not None:
+        return options.worker_warps
+    return FLOAT32_WORKER_WARPS if float32 else None
 
 
 def fused_block_m(chunk_size, options=FusedStateOutOptions(), split=False, dstate=None):
@@ -283,8 +295,8 @@ def fused_state_out_launch(x, dt, dA_cumsum, B, C, initial_states=None, D=None, 
     y = torch.empty_like(x, memory_format=torch.contiguous_format)   # whatever x's strides
     final_states = torch.empty(batch, nheads, headdim, dstate, dtype=torch.float32,
                                device=x.device)
-    split = splits(x.dtype, options)
-    block_m, block_p = fused_tiles(headdim, dstate, chunk_size, options, split)
+    float32 = x.dtype == torch.float32
+    block_m, block_p = fused_tiles(headdim, dstate, chunk_size, options, splits(x.dtype, options))
     if segment_chunks is None:
         segments, segment_chunks = 1, nchunks
         if initial_states is not None:
@@ -308,8 +320,8 @@ def fused_state_out_launch(x, dt, dA_cumsum, B, C, initial_states=None, D=None, 
         z is not None, scores is not None, options.latency_constant(), options.use_tf32(x.dtype),
     )
     kernel = with_hints(fused_state_out_kernel,
-                        fused_occupancy(dstate, block_p, options.occupancy, split),
-                        SPLIT_WORKER_WARPS if split else None)
+                        fused_occupancy(dstate, block_p, options.occupancy, float32),
+                        fused_worker_warps(options, float32))
     return KernelLaunch(grid, kernel, args), (y, final_states)
 
 

@@ -5,8 +5,8 @@
     options.compute_out    # ComputeOutOptions(..., latency=4, swap_operands=True, ...)
 
 ``ForwardOptions()`` is the validated three-kernel pipeline with every switch off (the launchers'
-own tile-size rules, no hints, no swap, the natural layouts, float32 ``ct.mma`` for float32
-inputs): the ablation's baseline. :data:`DEFAULT_OPTIONS`, what the public API runs, is what the
+own tile-size rules, no hints, no swap, the natural layouts, split TF32 for float32 inputs):
+the ablation's baseline. :data:`DEFAULT_OPTIONS`, what the public API runs, is what the
 H200 measurements chose (``data/h200_ablation.json``): the fused kernel with two blocks per SM
 wherever there are enough (batch x heads) blocks to fill the GPU, the three kernels otherwise.
 Each switch is a real code path picked at compile time (a ``ct.Constant`` or a compiler hint),
@@ -24,7 +24,8 @@ kernel                 options
                        ``occupancy``
 ``compute_out``        ``block_m``, ``block_p``, ``latency``, ``swap_operands``, ``tf32``,
                        ``occupancy``
-``fused_state_out``    ``block_m``, ``block_p``, ``latency``, ``tf32``, ``occupancy``
+``fused_state_out``    ``block_m``, ``block_p``, ``latency``, ``tf32``, ``occupancy``,
+                       ``worker_warps``
 =====================  =====================================================================
 
 * Tile sizes ``block_h`` (chunk_cumsum heads), ``block_p`` / ``block_n`` (headdim / dstate),
@@ -43,12 +44,18 @@ kernel                 options
   ``block_m`` is small. Costs one register transpose where the result leaves the kernel.
   (The fused kernel is written swapped: it has no such option.)
 * ``tf32``: float32 inputs only (the plan turns it off for others). Rounds float32 ``mma``
-  operands to TF32 (10-bit mantissa), which tensor cores multiply at 8x+ the float32 rate;
-  cuTile runs float32 ``mma`` in full IEEE float32 off the tensor cores (20-50x slower on an
-  H200). mamba_ssm's Triton kernels do exactly this. Costs accuracy: float16-level operand rounding
+  operands to TF32 (10-bit mantissa), one tensor-core product each. cuTile runs a float32
+  ``mma`` in full IEEE float32 off the tensor cores (20-50x slower on an H200), so without
+  ``tf32`` the kernels multiply float32 as split TF32 instead: three TF32 products per float32
+  one, float32's accuracy at a third of TF32's rate (:mod:`mamba2_tile.kernels.split_tf32`).
+  mamba_ssm's Triton kernels run plain TF32. Costs accuracy: float16-level operand rounding
   (``tolerances.TF32_TOLERANCE``), so it stays off unless asked for.
 * ``occupancy``: the compiler hint for how many blocks should share one SM (``None``: the
   compiler's choice). More blocks hide memory latency; each then gets fewer registers.
+* ``worker_warps`` (fused kernel): the compiler hint for how many warps compute a block's
+  tiles, 4 or 8 (what tileiras 13.4 takes; ``None``: the launcher's rule, 8 for float32 inputs,
+  the compiler's 4 otherwise). Twice the warps spread the same tiles over twice the registers:
+  fewer spills, or more blocks' worth of warps an SM.
 
 For the whole forward pass (:class:`ForwardOptions`), because producer and consumer must agree:
 
@@ -85,6 +92,7 @@ import torch
 # Valid values, checked once here so a kernel never sees a bad constant.
 LATENCY_RANGE = range(1, 11)
 OCCUPANCY_RANGE = range(1, 33)
+WORKER_WARPS = (4, 8)           # what tileiras 13.4 accepts for num_worker_warps
 TILE_FIELDS = ("block_h", "block_p", "block_n", "block_m")
 FORWARD_FIELDS = ("transposed_layout", "low_precision_states", "fuse_state_passing",
                   "segment_chunks")
@@ -107,6 +115,10 @@ class KernelOptions:
         if values.get("occupancy") not in (None, *OCCUPANCY_RANGE):
             raise ValueError(f"{type(self).__name__}: occupancy must be in 1..32 or None, "
                              f"got {values['occupancy']!r}")
+        warps = values.get("worker_warps")
+        if warps is not None and (type(warps) is not int or warps not in WORKER_WARPS):
+            raise ValueError(f"{type(self).__name__}: worker_warps must be 4, 8 or None, "
+                             f"got {values['worker_warps']!r}")
         for name in ("swap_operands", "tf32"):
             if name in values and not isinstance(values[name], bool):
                 raise ValueError(f"{type(self).__name__}: {name} must be True or False, "
@@ -173,6 +185,7 @@ class FusedStateOutOptions(KernelOptions):
     latency: int | None = None
     tf32: bool = False
     occupancy: int | None = None
+    worker_warps: int | None = None
 
 
 OPTION_TYPES = {"chunk_cumsum": ChunkCumsumOptions, "fwd_pass_state": FwdPassStateOptions,

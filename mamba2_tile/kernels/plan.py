@@ -34,10 +34,12 @@ The rule:
    plan and a launcher called directly use the same tiles.
 3. **TF32 only where it acts**: float32 inputs. For 16-bit inputs the plan says ``tf32=False``,
    which is what the kernels run anyway. Float32 without TF32 multiplies as split TF32, three
-   TF32 products per float32 one (:mod:`~mamba2_tile.kernels.split_tf32`), whose operands take
-   twice the registers: the fused kernel's tiles then follow
-   :data:`~mamba2_tile.kernels.fused_state_out.SPLIT_MAX_STATE_ELEMENTS` (rule 1 counts its
-   blocks with those tiles).
+   TF32 products per float32 one (:mod:`~mamba2_tile.kernels.split_tf32`). Float32 operand
+   tiles, TF32 or split, take twice the registers of 16-bit ones: the fused kernel then runs
+   :data:`~mamba2_tile.kernels.fused_state_out.FLOAT32_WORKER_WARPS` worker warps at one block
+   an SM, and split TF32 smaller tiles still
+   (:data:`~mamba2_tile.kernels.fused_state_out.SPLIT_MAX_STATE_ELEMENTS`); rule 1 counts its
+   blocks with those tiles.
 
 CPU tensors (the interpreter) are planned for :data:`REFERENCE_SM_COUNT` SMs, so the interpreter
 runs the path an H200 would. ``ngroups`` takes part in no rule yet; it is in the signature
@@ -75,18 +77,20 @@ def fuses(batch, nheads, headdim, dstate, sm_count, base=DEFAULT_OPTIONS):
 
 
 def segments(batch, seqlen, nheads, headdim, dstate, chunk_size, sm_count, base=DEFAULT_OPTIONS,
-             split=False):
+             dtype=torch.bfloat16):
     """Rule 1's segments on the fused path: ``segment_chunks``, or ``None`` for one segment."""
     if base.fuse_state_passing is not None:
         return base.segment_chunks
     kernel = base.fused_state_out
+    split = splits(dtype, kernel)
     if fused_fills_gpu(batch, nheads, headdim, dstate, sm_count, kernel.block_p, split):
         return None
     nchunks = cdiv(seqlen, chunk_size)
     block_p = fused_block_p(headdim, dstate, kernel.block_p, split)
     chunks = choose_segment_chunks(
         batch, nheads, headdim, dstate, nchunks, sm_count, chunk_size, block_p,
-        blocks_per_sm=fused_occupancy(dstate, block_p, kernel.occupancy, split) or 1)
+        blocks_per_sm=fused_occupancy(dstate, block_p, kernel.occupancy,
+                                      dtype == torch.float32) or 1)
     return None if chunks >= nchunks else chunks
 
 
@@ -102,11 +106,10 @@ def plan(batch, seqlen, nheads, headdim, ngroups, dstate, chunk_size, dtype, sm_
     cumsum = replace(base.chunk_cumsum, block_h=chunk_cumsum_block_h(nheads, base.chunk_cumsum))
     if fuses(batch, nheads, headdim, dstate, sm_count, base):
         fused = numerics(base.fused_state_out)
-        split = splits(dtype, fused)
-        block_m, block_p = fused_tiles(headdim, dstate, chunk_size, fused, split)
+        block_m, block_p = fused_tiles(headdim, dstate, chunk_size, fused, splits(dtype, fused))
         fused = replace(fused, block_m=block_m, block_p=block_p)
         segment_chunks = segments(batch, seqlen, nheads, headdim, dstate, chunk_size, sm_count,
-                                  base, split)
+                                  base, dtype)
         return replace(base, chunk_cumsum=cumsum, fused_state_out=fused, fuse_state_passing=True,
                        segment_chunks=segment_chunks)
     state_p, state_n = fwd_pass_state_tiles(headdim, dstate, base.fwd_pass_state)

@@ -7,8 +7,8 @@ from hypothesis import given, settings, strategies as st
 
 from mamba2_tile.api import forward_with_options
 from mamba2_tile.kernels import DEFAULT_OPTIONS, ForwardOptions, FusedStateOutOptions
-from mamba2_tile.kernels.fused_state_out import (MAX_LARGE_STATE_ELEMENTS, MAX_STATE_ELEMENTS,
-                                                 SPLIT_MAX_STATE_ELEMENTS, SPLIT_WORKER_WARPS,
+from mamba2_tile.kernels.fused_state_out import (FLOAT32_WORKER_WARPS, MAX_LARGE_STATE_ELEMENTS,
+                                                 MAX_STATE_ELEMENTS, SPLIT_MAX_STATE_ELEMENTS,
                                                  fused_block_p, fused_state_out_kernel,
                                                  fused_state_out_launch)
 from mamba2_tile.kernels.launching import with_hints
@@ -102,23 +102,34 @@ def test_the_state_tile_fits_in_registers():
         assert fused_block_p(64, dstate) * dstate <= MAX_LARGE_STATE_ELEMENTS
 
 
-def test_float32_without_tf32_gets_the_split_tiles_and_hints():
-    # Split TF32 operands take twice the registers (kernels/split_tf32.py): a smaller state tile,
-    # 32-row blocks where the kernel forms C Bᵀ, 8 worker warps at one block an SM.
+def test_float32_inputs_get_their_own_tiles_and_hints():
+    # Float32 operand tiles take twice the registers: 8 worker warps at one block an SM, TF32 or
+    # not; split TF32 operands (kernels/split_tf32.py) double them again, hence smaller tiles.
     from mamba2_tile.kernels.plan import plan
-    for dstate, tiles in [(64, (32, 64)), (128, (32, 32)), (256, (64, 16))]:
+    tf32 = DEFAULT_OPTIONS.with_switches(tf32=True)
+    for dstate, split_tiles, tf32_tiles in [(64, (32, 64), (64, 64)), (128, (32, 32), (64, 64)),
+                                            (256, (64, 16), (64, 64))]:
         options = plan(8, 8192, 64, 64, 1, dstate, 256, torch.float32, 132).fused_state_out
-        assert (options.block_m, options.block_p) == tiles
+        assert (options.block_m, options.block_p) == split_tiles
         assert options.block_p * dstate <= SPLIT_MAX_STATE_ELEMENTS
-    for dtype, base in [(torch.bfloat16, DEFAULT_OPTIONS),
-                        (torch.float32, DEFAULT_OPTIONS.with_switches(tf32=True))]:
-        options = plan(8, 8192, 64, 64, 1, 128, 256, dtype, 132, base).fused_state_out
-        assert (options.block_m, options.block_p) == (64, 64)
+        options = plan(8, 8192, 64, 64, 1, dstate, 256, torch.float32, 132, tf32).fused_state_out
+        assert (options.block_m, options.block_p) == tf32_tiles
+    options = plan(8, 8192, 64, 64, 1, 128, 256, torch.bfloat16, 132).fused_state_out
+    assert (options.block_m, options.block_p) == (64, 64)
     x = torch.zeros(1, 70, 2, 64)
     B = torch.zeros(1, 70, 1, 128)
     dA = torch.zeros(1, 2, 2, 64)
-    launch, _ = fused_state_out_launch(x, dA, dA, B, B, options=FusedStateOutOptions(occupancy=2))
-    assert launch.kernel is with_hints(fused_state_out_kernel, None, SPLIT_WORKER_WARPS)
+    for options in [FusedStateOutOptions(occupancy=2), FusedStateOutOptions(occupancy=2, tf32=True)]:
+        launch, _ = fused_state_out_launch(x, dA, dA, B, B, options=options)
+        assert launch.kernel is with_hints(fused_state_out_kernel, None, FLOAT32_WORKER_WARPS)
+    launch, _ = fused_state_out_launch(x.bfloat16(), dA, dA, B.bfloat16(), B.bfloat16(),
+                                       options=FusedStateOutOptions(occupancy=2))
+    assert launch.kernel is with_hints(fused_state_out_kernel, 2, None)
+    # Worker warps the options set (the autotuner searches 4 and 8) win over the rule.
+    for dtype, warps in [(torch.bfloat16, 8), (torch.float32, 4)]:
+        launch, _ = fused_state_out_launch(x.to(dtype), dA, dA, B.to(dtype), B.to(dtype),
+                                           options=FusedStateOutOptions(worker_warps=warps))
+        assert launch.kernel is with_hints(fused_state_out_kernel, None, warps)
 
 
 def test_launch_can_be_inspected_without_running():

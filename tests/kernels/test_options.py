@@ -162,6 +162,14 @@ def test_bad_values_are_refused(bad, message):
         ComputeOutOptions(**bad)
 
 
+@pytest.mark.parametrize("warps", [0, 2, 16, 8.0, True, "8"])
+def test_worker_warps_are_4_or_8(warps):
+    # What tileiras 13.4 takes for num_worker_warps; anything else would fail at compile time.
+    with pytest.raises(ValueError, match="worker_warps must be 4, 8 or None"):
+        FusedStateOutOptions(worker_warps=warps)
+    assert FusedStateOutOptions(worker_warps=8).worker_warps == 8
+
+
 # --- each kernel its own options -------------------------------------------------------------
 
 def test_each_kernel_has_only_its_own_options():
@@ -172,13 +180,14 @@ def test_each_kernel_has_only_its_own_options():
                                           "tf32", "occupancy"}
     assert names[ComputeOutOptions] == {"block_m", "block_p", "latency", "swap_operands", "tf32",
                                         "occupancy"}
-    assert names[FusedStateOutOptions] == {"block_m", "block_p", "latency", "tf32", "occupancy"}
+    assert names[FusedStateOutOptions] == {"block_m", "block_p", "latency", "tf32", "occupancy",
+                                           "worker_warps"}
 
 
 @pytest.mark.parametrize("kind, option", [
     (FusedStateOutOptions, "swap_operands"), (FusedStateOutOptions, "block_n"),
     (ChunkCumsumOptions, "latency"), (ComputeOutOptions, "block_n"),
-    (FwdPassStateOptions, "block_m"),
+    (FwdPassStateOptions, "block_m"), (ComputeOutOptions, "worker_warps"),
 ])
 def test_an_option_the_kernel_does_not_have_is_refused(kind, option):
     with pytest.raises(TypeError, match=option):
