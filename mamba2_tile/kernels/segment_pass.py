@@ -14,8 +14,6 @@ order, storing every ``h_s``: a few dozen steps on states that are already in L2
 a step per chunk (hundreds) for the three-kernel pipeline's stage 2.
 """
 
-import torch
-
 from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, expect_options, next_power_of_2,
                                            placeholder, with_hints)
 from mamba2_tile.kernels.options import FwdPassStateOptions
