@@ -138,6 +138,14 @@ def compile_kernel(kernel, args, target: str = "sm_90", *, use_cache: bool = Fal
                           local)
 
 
+def compilation_key(kernel, args) -> tuple:
+    """What a compilation of `kernel` for `args` depends on: the kernel object (its hints
+    included) and the signature cuTile specialises it for (dtypes, constants, which sizes and
+    strides divide by 16, alignment), not the sizes themselves. Two launches with equal keys
+    compile to the same cubin."""
+    return kernel, repr(_signature_constraints(kernel, tuple(args)))
+
+
 def _error_summary(err: Exception) -> str:
     """'TypeCheckingError at line 55: Expect shape ...': the compiler's first line, and where."""
     lines = [line for line in str(err).splitlines() if line.strip()]

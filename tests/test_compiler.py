@@ -104,6 +104,16 @@ def test_every_package_kernel_compiles(name, kernel, args, target):
         assert result.local_bytes == 0, result.summary()
 
 
+def test_the_compilation_key_ignores_sizes_but_not_dtypes():
+    from mamba2_tile.compiler import compilation_key
+
+    def key(n, dtype=np.float32):
+        return compilation_key(kernels.scale_add, (np.zeros(n, dtype),) * 3 + (1.0, 16))
+    assert key(64) == key(4096)                      # both divide by 16: one cubin
+    assert key(64) != key(65)                        # the compiler specialises on that
+    assert key(64) != key(64, np.float16)
+
+
 def test_spilled_registers_show_as_local_memory():
     # A (64, 64) @ (64, 64) float32 ct.mma is scalar code holding the whole product: it spills
     # on sm_90 (~2.7 KB a thread); the same product in float16 runs on tensor cores, no spill.

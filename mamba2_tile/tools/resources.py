@@ -1,8 +1,8 @@
-"""What the forward pass's kernels compile to, without a GPU: registers, shared memory, spills.
+"""What the kernels of a call compile to, without a GPU: registers, shared memory, spills.
 
     python -m mamba2_tile.tools.resources                          # the models preset, sm_90
     python -m mamba2_tile.tools.resources --dtype float32 --tf32   # its float32 row, TF32
-    python -m mamba2_tile.tools.resources --preset training --target sm_100
+    python -m mamba2_tile.tools.resources --preset training --backward --target sm_100
 
 A kernel that runs out of registers keeps the rest in *local memory* (spills): per-thread
 memory that lives in DRAM behind the caches, so every spilled value is a load and a store in the
@@ -10,14 +10,13 @@ loop that needed a register. It shows in the compiled cubin, which cuTile's comp
 machine with no GPU; so a tile size or hint that spills can be seen, and avoided, before any GPU
 time is spent.
 
-For each problem of a benchmark preset (:mod:`mamba2_tile.tools.bench.presets`) the tool plans
-the call as the API would on an H200 (:func:`mamba2_tile.kernels.plan.plan`, 132 SMs), makes
-that call on uninitialised CPU tensors with every launch stopped before the GPU
-(:func:`mamba2_tile.tools.host_overhead.stubbed_launches`), and compiles each kernel launched
-for ``--target`` (:func:`mamba2_tile.compiler.compile_kernel`). The tensors are two chunks long,
-or two segments where the plan cuts the sequence (the plan is made for the real length): a
-kernel is specialised on its arguments' dtypes and on whether sizes and strides divide by 16,
-not on the sizes, so the cubin is the real one.
+For each problem of a benchmark preset (:mod:`mamba2_tile.tools.bench.presets`) the tool makes
+the call the benchmark makes (a forward pass; with ``--backward`` a training step, forward and
+backward) on uninitialised CPU tensors of the problem's real shapes, with every launch stopped
+before the GPU (:func:`mamba2_tile.tools.host_overhead.stubbed_launches`): the API plans it as on
+an H200 (132 SMs, :func:`mamba2_tile.kernels.plan.plan`) and no kernel runs, so no data is
+touched. Each kernel launched is compiled for ``--target``
+(:func:`mamba2_tile.compiler.compile_kernel`).
 
 One row a kernel launched: registers a thread, shared memory a block, local memory (spilled
 registers) a thread, and compile seconds. Kernels compiled with the same constants and hints
@@ -25,62 +24,48 @@ for an earlier row are not compiled again.
 """
 
 import argparse
-import dataclasses
 
 import torch
 from tabulate import tabulate
 from tqdm.auto import tqdm
 
 from mamba2_tile import api
-from mamba2_tile.compiler import TARGETS, compile_kernel, compiler_available
+from mamba2_tile.compiler import TARGETS, compilation_key, compile_kernel, compiler_available
 from mamba2_tile.kernels import DEFAULT_OPTIONS
-from mamba2_tile.kernels.plan import REFERENCE_SM_COUNT, plan
+from mamba2_tile.kernels.plan import REFERENCE_SM_COUNT
 from mamba2_tile.problem import KERNEL_DTYPES
 from mamba2_tile.tools.bench.presets import PRESETS, sweep
 from mamba2_tile.tools.host_overhead import make_inputs, stubbed_launches
 
-def short_seqlen(problem, segment_chunks=None):
-    """Two segments of ``segment_chunks`` chunks (two chunks without segments), with the real
-    length's remainder mod 16 (what the compiler specialises on); at most the real length."""
-    chunks = 2 * (segment_chunks or 1)
-    return min(problem.seqlen, chunks * problem.chunk_size + problem.seqlen % 16)
-
-
-def planned_launches(problem, tf32=False):
-    """The ``(kernel, args)`` of each launch the API makes for ``problem`` (planned for its real
-    length, launched on :func:`short_seqlen` tokens), in launch order. ``tf32`` asks float32
-    inputs for TF32 products, as the benchmark's TF32 rows do."""
-    base = DEFAULT_OPTIONS.with_switches(tf32=True) if tf32 else DEFAULT_OPTIONS
-    options = plan(problem.batch, problem.seqlen, problem.nheads, problem.headdim,
-                   problem.ngroups, problem.dstate, problem.chunk_size,
-                   getattr(torch, problem.dtype), REFERENCE_SM_COUNT, base)
-    seqlen = short_seqlen(problem, options.segment_chunks)
-    (x, dt, A, B, C, chunk_size), kwargs = make_inputs(dataclasses.replace(problem, seqlen=seqlen))
+def planned_launches(problem, tf32=False, backward=False):
+    """The ``(kernel, args)`` of each launch the API makes for ``problem``, in launch order: a
+    forward pass, or with ``backward`` a training step (the forward, then the backward of every
+    input the benchmark passes). ``tf32`` runs float32 inputs with TF32 products, as the
+    benchmark's TF32 rows do (a forward switch: the public API, and so training, has none)."""
+    if tf32 and backward:
+        raise ValueError("tf32 is a forward option (forward_with_options); the backward has none")
+    (x, dt, A, B, C, chunk_size), kwargs = make_inputs(problem)
     with stubbed_launches() as launched:
-        api.forward_with_options(x, dt, A, B, C, chunk_size, options=options, **kwargs)
+        if backward:
+            for tensor in (x, dt, A, B, C, kwargs["D"]):
+                tensor.requires_grad_()
+            y = api.mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, **kwargs)
+            y.backward(torch.empty_like(y))
+        else:
+            options = DEFAULT_OPTIONS.with_switches(tf32=True) if tf32 else DEFAULT_OPTIONS
+            api.forward_with_options(x, dt, A, B, C, chunk_size, options=options, **kwargs)
     return [(kernel, args) for _grid, kernel, args in launched]
 
 
-def _compile_key(kernel, args):
-    """What a compilation depends on: the kernel (with its hints), and each argument's dtype,
-    divisibility by 16 and contiguity, or its value for a scalar."""
-    def describe(arg):
-        if isinstance(arg, torch.Tensor):
-            return (arg.dtype, arg.dim(), tuple(s % 16 == 0 for s in arg.shape),
-                    tuple(s == 1 for s in arg.stride()))
-        return arg
-    return kernel, tuple(describe(arg) for arg in args)
-
-
-def resource_rows(problems, target="sm_90", tf32=False, progress=True):
+def resource_rows(problems, target="sm_90", tf32=False, backward=False, progress=True):
     """One row a kernel launched, for each problem: ``[problem, kernel, registers, shared KiB,
     local bytes, compile s]``; a kernel compiled for an earlier row is not compiled again (its
     compile time shows as ``-``)."""
     seen = {}
     rows = []
     for problem in tqdm(problems, disable=not progress, desc="compiling"):
-        for kernel, args in planned_launches(problem, tf32):
-            key = _compile_key(kernel, args)
+        for kernel, args in planned_launches(problem, tf32, backward):
+            key = compilation_key(kernel, args)
             fresh = key not in seen
             if fresh:
                 seen[key] = compile_kernel(kernel, args, target)
@@ -100,11 +85,16 @@ def parse_args(argv=None):
                         help="keep the preset's problems with one of these dtypes")
     parser.add_argument("--tf32", action="store_true",
                         help="float32 problems with TF32 products (the benchmark's TF32 rows)")
+    parser.add_argument("--backward", action="store_true",
+                        help="a training step's kernels (forward, then backward) instead of the "
+                             "forward's")
     parser.add_argument("--target", choices=TARGETS, default="sm_90",
                         help="the GPU architecture to compile for (default: sm_90, the H200)")
     args = parser.parse_args(argv)
     if args.tf32 and args.dtype and "float32" not in args.dtype:
         parser.error("--tf32 acts on float32 inputs only; add float32 to --dtype")
+    if args.tf32 and args.backward:
+        parser.error("--tf32 is a forward option; the backward has none")
     return args
 
 
@@ -114,9 +104,10 @@ def main(argv=None):
         print("cuTile's compiler (cuda-tile[tileiras]) is not installed: nothing to compile.")
         return 1
     problems = sweep(args.preset, {"dtype": args.dtype})
-    rows = resource_rows(problems, args.target, args.tf32)
-    print(f"Kernels as planned for an H200 ({REFERENCE_SM_COUNT} SMs), compiled for "
-          f"{args.target}{' (float32 with TF32)' if args.tf32 else ''}:")
+    rows = resource_rows(problems, args.target, args.tf32, args.backward)
+    step = "a training step" if args.backward else "a forward pass"
+    print(f"The kernels of {step}, as planned for an H200 ({REFERENCE_SM_COUNT} SMs), compiled "
+          f"for {args.target}{' (float32 with TF32)' if args.tf32 else ''}:")
     print(tabulate(rows, headers=["problem", "kernel", "registers", "shared KiB",
                                   "local bytes", "compile s"], disable_numparse=True))
     return 0
