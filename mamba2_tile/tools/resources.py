@@ -19,7 +19,9 @@ touched. Each kernel launched is compiled for ``--target``
 (:func:`mamba2_tile.compiler.compile_kernel`).
 
 One row a kernel launched: registers a thread, shared memory a block, local memory (spilled
-registers) a thread, and compile seconds. Kernels compiled with the same constants and hints
+registers) a thread, where ``nvdisasm`` is installed the spill loads and stores inside the
+kernel's loops (:mod:`mamba2_tile.tools.sass`: the ones that cost a trip to memory every time
+round), and compile seconds. Kernels compiled with the same constants and hints
 for an earlier row are not compiled again.
 """
 
@@ -36,6 +38,7 @@ from mamba2_tile.kernels.plan import REFERENCE_SM_COUNT
 from mamba2_tile.problem import KERNEL_DTYPES
 from mamba2_tile.tools.bench.presets import PRESETS, sweep
 from mamba2_tile.tools.host_overhead import make_inputs, stubbed_launches
+from mamba2_tile.tools.sass import disassemble, find_nvdisasm, loop_spills
 
 def planned_launches(problem, tf32=False, backward=False):
     """The ``(kernel, args)`` of each launch the API makes for ``problem``, in launch order: a
@@ -57,10 +60,12 @@ def planned_launches(problem, tf32=False, backward=False):
     return [(kernel, args) for _grid, kernel, args in launched]
 
 
-def resource_rows(problems, target="sm_90", tf32=False, backward=False, progress=True):
+def resource_rows(problems, target="sm_90", tf32=False, backward=False, progress=True,
+                  nvdisasm=None):
     """One row a kernel launched, for each problem: ``[problem, kernel, registers, shared KiB,
-    local bytes, compile s]``; a kernel compiled for an earlier row is not compiled again (its
-    compile time shows as ``-``)."""
+    local bytes, compile s]``, and with ``nvdisasm`` (its path) the spill loads and stores inside
+    the kernel's loops (:func:`mamba2_tile.tools.sass.loop_spills`) as ``"loads/stores"``. A
+    kernel compiled for an earlier row is not compiled again (its compile time shows as ``-``)."""
     seen = {}
     rows = []
     for problem in tqdm(problems, disable=not progress, desc="compiling"):
@@ -68,11 +73,16 @@ def resource_rows(problems, target="sm_90", tf32=False, backward=False, progress
             key = compilation_key(kernel, args)
             fresh = key not in seen
             if fresh:
-                seen[key] = compile_kernel(kernel, args, target)
-            result = seen[key]
-            rows.append([problem.label(), result.kernel_name, result.registers,
-                         f"{result.shared_bytes / 1024:.1f}", result.local_bytes,
-                         f"{result.seconds:.1f}" if fresh else "-"])
+                result = compile_kernel(kernel, args, target)
+                spills = (loop_spills(disassemble(result.cubin, nvdisasm))
+                          if nvdisasm else None)
+                seen[key] = result, spills
+            result, spills = seen[key]
+            row = [problem.label(), result.kernel_name, result.registers,
+                   f"{result.shared_bytes / 1024:.1f}", result.local_bytes]
+            if nvdisasm:
+                row.append("/".join(map(str, spills)))
+            rows.append(row + [f"{result.seconds:.1f}" if fresh else "-"])
     return rows
 
 
@@ -104,12 +114,17 @@ def main(argv=None):
         print("cuTile's compiler (cuda-tile[tileiras]) is not installed: nothing to compile.")
         return 1
     problems = sweep(args.preset, {"dtype": args.dtype})
-    rows = resource_rows(problems, args.target, args.tf32, args.backward)
+    nvdisasm = find_nvdisasm()
+    rows = resource_rows(problems, args.target, args.tf32, args.backward, nvdisasm=nvdisasm)
     step = "a training step" if args.backward else "a forward pass"
     print(f"The kernels of {step}, as planned for an H200 ({REFERENCE_SM_COUNT} SMs), compiled "
           f"for {args.target}{' (float32 with TF32)' if args.tf32 else ''}:")
-    print(tabulate(rows, headers=["problem", "kernel", "registers", "shared KiB",
-                                  "local bytes", "compile s"], disable_numparse=True))
+    headers = ["problem", "kernel", "registers", "shared KiB", "local bytes"]
+    headers += ["spills in loops (LDL/STL)"] if nvdisasm else []
+    print(tabulate(rows, headers=headers + ["compile s"], disable_numparse=True))
+    if not nvdisasm:
+        print("(no nvdisasm here: `pip install nvidia-cuda-nvdisasm` adds the spill loads and "
+              "stores inside each kernel's loops)")
     return 0
 
 
