@@ -5,8 +5,8 @@
     python -m mamba2_tile.tools.resources --preset training --backward --target sm_100
 
 A kernel that runs out of registers keeps the rest in *local memory* (spills): per-thread
-memory that lives in DRAM behind the caches, so every spilled value is a load and a store in the
-loop that needed a register. It shows in the compiled cubin, which cuTile's compiler makes on a
+memory that lives in DRAM behind the caches, so a spilled value costs a store and, wherever it is
+needed again, a load. It shows in the compiled cubin, which cuTile's compiler makes on a
 machine with no GPU; so a tile size or hint that spills can be seen, and avoided, before any GPU
 time is spent.
 
@@ -39,6 +39,7 @@ from mamba2_tile.problem import KERNEL_DTYPES
 from mamba2_tile.tools.bench.presets import PRESETS, sweep
 from mamba2_tile.tools.host_overhead import make_inputs, stubbed_launches
 from mamba2_tile.tools.sass import disassemble, find_nvdisasm, loop_spills
+
 
 def planned_launches(problem, tf32=False, backward=False):
     """The ``(kernel, args)`` of each launch the API makes for ``problem``, in launch order: a
