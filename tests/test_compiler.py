@@ -126,14 +126,15 @@ def test_spilled_registers_show_as_local_memory():
     assert compiled(np.float16).local_bytes == 0
 
 
-@pytest.mark.parametrize("chunk_size, heads", [(64, 64), (256, 32)])
-def test_bwd_chunk_keeps_its_tiles_in_registers_on_sm90(chunk_size, heads):
-    """The 16-bit bwd_chunk at a model's head shape (headdim 64, dstate 128), with the heads a
-    block the launcher picks at batch 8 and 2048 tokens: its 8 worker warps
-    (``BWD_CHUNK_WORKER_WARPS``) hold the tiles without spilling (4 warps spilled 840 bytes a
-    thread at chunk 64). At most 16 bytes a thread at chunk 256 (what 8 warps leave there)."""
+def test_bwd_chunk_keeps_its_tiles_in_registers_on_sm90():
+    """The 16-bit one-kernel bwd_chunk where it runs (chunk 64, dstate under 256) at a model's
+    head shape (headdim 64, dstate 128), with the heads a block the launcher picks at batch 8
+    and 2048 tokens: its 8 worker warps (``BWD_CHUNK_WORKER_WARPS``) hold the tiles without
+    spilling (4 warps spilled 840 bytes a thread)."""
     from mamba2_tile.kernels.bwd_chunk import bwd_chunk_heads_per_block, bwd_chunk_launch
-    assert bwd_chunk_heads_per_block(torch.bfloat16, 8, 2048 // chunk_size, 64, 1) == heads
+    chunk_size = 64
+    heads = bwd_chunk_heads_per_block(torch.bfloat16, 8, 2048 // chunk_size, 64, 1)
+    assert heads == 64
     x = torch.zeros(1, 2 * chunk_size, heads, 64, dtype=torch.bfloat16)
     B = torch.zeros(1, 2 * chunk_size, 1, 128, dtype=torch.bfloat16)
     dA_cumsum = torch.zeros(1, heads, 2, chunk_size)
@@ -141,20 +142,20 @@ def test_bwd_chunk_keeps_its_tiles_in_registers_on_sm90(chunk_size, heads):
     (launch,), _ = bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), states, states, x,
                                     torch.zeros(heads), heads_per_block=heads)
     result = compile_kernel(launch.kernel, launch.args, "sm_90")
-    assert result.local_bytes <= (0 if chunk_size == 64 else 16), result.summary()
+    assert result.local_bytes == 0, result.summary()
 
 
 @pytest.mark.parametrize("dstate", [256, 128])
-def test_bwd_chunk_split_form_resources_on_sm90(monkeypatch, dstate):
+def test_bwd_chunk_split_form_resources_on_sm90(dstate):
     """The split form (kernels/bwd_chunk_split.py), at chunk 256 and the heads a block the
     launcher picks at batch 8, 2048 tokens: its dB/dC kernel, compiled for two blocks an SM
     (``BWD_CHUNK_SPLIT_DB_DC_OCCUPANCY``), stays within 128 registers a thread without spilling
     (it reads dscores in the input dtype: a float32 dscores converted in the kernel spilled 24
-    bytes), and the dscores kernel spills nothing. Its dx kernel spills nothing at dstate 256,
-    where it runs by default (one block an SM: ~212 KB of shared memory); forced at dstate 128,
-    its occupancy hint (``BWD_CHUNK_SPLIT_DX_OCCUPANCY``) fits two blocks an SM."""
+    bytes), and the dscores kernel spills nothing. Its dx kernel spills nothing at dstate 256
+    (one block an SM: ~212 KB of shared memory); at dstate 128 its occupancy hint
+    (``BWD_CHUNK_SPLIT_DX_OCCUPANCY``) fits two blocks an SM. Both run it by default at chunk
+    256 (``BWD_CHUNK_SPLIT_CHUNK``)."""
     from mamba2_tile.kernels import bwd_chunk
-    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_SPLIT_DSTATE", 1)
     heads = bwd_chunk.bwd_chunk_heads_per_block(torch.bfloat16, 8, 2048 // 256, 64, 1)
     x = torch.zeros(1, 512, heads, 64, dtype=torch.bfloat16)
     B = torch.zeros(1, 512, 1, dstate, dtype=torch.bfloat16)

@@ -48,8 +48,9 @@ input dtype. (Taken as ``dy · y`` from the forward against ``dt ddt``, or from 
 whose pieces are rounded, the pairs cancel to the input dtype's precision: an error that grows
 with the chunk.)
 
-From dstate 256 on, 16-bit inputs run the same sums as three kernels instead
-(:mod:`mamba2_tile.kernels.bwd_chunk_split`, ``BWD_CHUNK_SPLIT_DSTATE``): one for everything
+From dstate 256 or chunk 128 on, 16-bit inputs run the same sums as three kernels instead
+(:mod:`mamba2_tile.kernels.bwd_chunk_split`, ``BWD_CHUNK_SPLIT_DSTATE``,
+``BWD_CHUNK_SPLIT_CHUNK``): one for everything
 that sums over dstate, one for the gradient of the scores ``C_i · B_j`` summed over a group's
 heads, and one for ``dB`` and ``dC`` in blocks of dstate columns, so that no tile spans the whole
 state and the in-chunk parts of ``dB`` and ``dC`` are made once a group.
@@ -564,14 +565,16 @@ def bwd_chunk_heads_per_block(dtype, batch, nchunks, nheads, ngroups):
     return best
 
 
-# From this dstate (padded) on, the 16-bit per-chunk gradients run as three kernels
-# (kernels/bwd_chunk_split.py): the one-kernel form's dstate-wide float32 dB and dC tiles need
-# 235-248 registers a thread on sm_90 at dstate 256. A training step at b8 h64 p64 L2048 on the
-# H200, with the split form's first version, two kernels without dscores
-# (data/h200_bwd_chunk_split.txt): dstate 256, 5.06 -> 4.53 ms at chunk 256, 4.10 -> 3.41 ms at
-# chunk 64; dstate 128, slower split (2.36 -> 2.79 ms or more at chunk 256). The three-kernel
-# form is not timed yet.
+# The 16-bit per-chunk gradients run as three kernels (kernels/bwd_chunk_split.py) from this
+# dstate (padded) on, or from this chunk size on; one kernel below both. A training step at b8
+# h64 p64 L2048 on the H200, one kernel -> three (data/h200_bwd_chunk_forms.txt, 2026-12-05):
+# dstate 256 chunk 256 4.85 -> 2.75 ms, chunk 64 3.81 -> 2.73; dstate 128 chunk 256
+# 2.25 -> 1.68, chunk 128 1.80 -> 1.53, chunk 64 1.54 -> 1.60 (one kernel stays); dstate 64
+# chunk 256 1.78 -> 1.41. The one-kernel form's dstate-wide float32 dB and dC tiles need
+# 235-248 registers a thread on sm_90 at dstate 256, and its chunk-wide pair tiles grow with
+# the chunk; the split form makes the scores' gradient once a group instead of once a head.
 BWD_CHUNK_SPLIT_DSTATE = 256
+BWD_CHUNK_SPLIT_CHUNK = 128
 
 # The dstate columns one block of the split form's dB/dC kernel makes.
 BWD_CHUNK_SPLIT_COLUMNS = 64
@@ -611,8 +614,9 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, 
     ``seq_idx`` (b, l) int32: packed sequences (module doc), with ``chunk_states`` and
     ``dstates`` those of the same packing. ``dvarlen_states`` (num_sequences, h, p, n) float32
     with ``cu_seqlens`` (batch 1): the gradient of each sequence's last state, its in-chunk part
-    (module doc). 16-bit inputs with a padded dstate of ``BWD_CHUNK_SPLIT_DSTATE`` or more take
-    the split form (:mod:`mamba2_tile.kernels.bwd_chunk_split`)."""
+    (module doc). 16-bit inputs with a padded dstate of ``BWD_CHUNK_SPLIT_DSTATE`` or more, or a
+    chunk of ``BWD_CHUNK_SPLIT_CHUNK`` or more, take the split form
+    (:mod:`mamba2_tile.kernels.bwd_chunk_split`)."""
     batch, seqlen, nheads, headdim = x.shape
     ngroups, dstate = B.shape[2], B.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
@@ -646,7 +650,8 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, 
     inputs = (x, dt, dA_cumsum, B, C, chunk_states, dstates, dy)
     flags = (seq_idx is not None, varlen)
     headdim_tile, dstate_tile = next_power_of_2(headdim), next_power_of_2(dstate)
-    if block_n is None and dstate_tile >= BWD_CHUNK_SPLIT_DSTATE:
+    if block_n is None and (dstate_tile >= BWD_CHUNK_SPLIT_DSTATE
+                            or chunk_size >= BWD_CHUNK_SPLIT_CHUNK):
         columns = min(BWD_CHUNK_SPLIT_COLUMNS, dstate_tile)
         dx_launch = KernelLaunch(
             (batch * nchunks, nheads, 1),

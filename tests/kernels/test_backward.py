@@ -380,25 +380,30 @@ def test_16bit_split_form(monkeypatch, name, min_blocks):
     assert kernels == [SPLIT_FORM]
 
 
-@pytest.mark.parametrize("dtype, dstate, kernels", [
-    (torch.bfloat16, 128, ["bwd_chunk_kernel"]),
-    (torch.bfloat16, 200, SPLIT_FORM),
-    (torch.float16, 256, SPLIT_FORM),
-    (torch.float32, 256, ["bwd_chunk_float32_kernel"])])
-def test_split_form_rule(dtype, dstate, kernels):
-    # The split form from a padded dstate of 256 on (200 pads to 256), for 16-bit inputs only;
-    # its dscores grid one block per (chunk, group, pair of row blocks), its dB/dC grid one per
-    # 64 dstate columns, the last partial.
+@pytest.mark.parametrize("dtype, dstate, chunk_size, kernels", [
+    (torch.bfloat16, 128, 64, ["bwd_chunk_kernel"]),
+    (torch.bfloat16, 128, 128, SPLIT_FORM),
+    (torch.bfloat16, 16, 256, SPLIT_FORM),
+    (torch.bfloat16, 200, 64, SPLIT_FORM),
+    (torch.float16, 256, 64, SPLIT_FORM),
+    (torch.float32, 256, 64, ["bwd_chunk_float32_kernel"]),
+    (torch.float32, 64, 128, ["bwd_chunk_float32_kernel"])])
+def test_split_form_rule(dtype, dstate, chunk_size, kernels):
+    # The split form from a padded dstate of 256 on (200 pads to 256) or from chunk 128 on, for
+    # 16-bit inputs only; its dscores grid one block per (chunk, group, pair of row blocks of
+    # 64), its dB/dC grid one per 64 dstate columns, the last partial.
     x = torch.zeros(1, 70, 2, 8, dtype=dtype)
     B = torch.zeros(1, 70, 1, dstate, dtype=dtype)
-    dA_cumsum = torch.zeros(1, 2, 2, 64)
-    states = torch.zeros(1, 2, 2, 8, dstate, dtype=dtype)
+    nchunks = -(-70 // chunk_size)
+    dA_cumsum = torch.zeros(1, 2, nchunks, chunk_size)
+    states = torch.zeros(1, 2, nchunks, 8, dstate, dtype=dtype)
     launches, _ = bwd_chunk.bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), states,
                                              states, x)
     assert [kernel_function(launch.kernel).__name__ for launch in launches] == kernels
     if len(launches) == 3:
-        assert launches[1].grid == (2, 1, 1)
-        assert launches[2].grid == (2, 2, -(-dstate // 64))
+        blocks = chunk_size // 64
+        assert launches[1].grid == (nchunks, 1, blocks * blocks)
+        assert launches[2].grid == (nchunks, 2, -(-dstate // 64))
 
 
 @pytest.mark.parametrize("heads_per_block", [3, 0, 2.0, True])
