@@ -44,15 +44,13 @@ Compiled for sm_90 at b8 L2048's heads a block: dx 255 registers and ~212 KB of 
 (the occupancy hint 2); both hints are the launcher's (``BWD_CHUNK_SPLIT_DX_OCCUPANCY``,
 ``BWD_CHUNK_SPLIT_DB_DC_OCCUPANCY``).
 
-Timed on the H200 (a training step of ours alone as the bench times it, b8 h64 p64 L2048 bf16,
-data/h200_bwd_chunk_forms.txt, 2026-12-05), these three kernels against the one-kernel form:
-dstate 256 2.75 ms against 4.85 at chunk 256 and 2.73 against 3.81 at chunk 64; dstate 128 1.68
-against 2.25 at chunk 256 and 1.53 against 1.80 at chunk 128, but 1.60 against 1.54 at chunk 64;
-dstate 64 chunk 256 1.41 against 1.78. So
-:func:`~mamba2_tile.kernels.bwd_chunk.bwd_chunk_launch` takes them from a padded dstate of 256
-or a chunk of 128 on. Earlier forms, before the dscores kernel (data/h200_bwd_chunk_split.txt):
-two kernels, each head making its own in-chunk dB/dC terms, took 4.53 ms at dstate 256 chunk
-256; reading a precomputed ``C Bᵀ`` in the dx kernel instead of forming it per head, 4.68 ms.
+Timed on the H200 against the one-kernel form (data/h200_bwd_chunk_forms.txt, 2026-12-05),
+these three kernels were faster at dstate 256 and at every chunk of 128 or more, slower only at
+dstate 128 chunk 64; so :func:`~mamba2_tile.kernels.bwd_chunk.bwd_chunk_launch` takes them from
+a padded dstate of 256 or a chunk of 128 on (the timings are beside ``BWD_CHUNK_SPLIT_CHUNK``).
+Earlier forms, before the dscores kernel (data/h200_bwd_chunk_split.txt): two kernels, each head
+making its own in-chunk dB/dC terms, took 4.53 ms at dstate 256 chunk 256 (b8 h64 L2048);
+reading a precomputed ``C Bᵀ`` in the dx kernel instead of forming it per head, 4.68 ms.
 """
 
 from mamba2_tile.kernels.bwd_chunk_tiles import (decay_t, load_rows, pair_dyx, pair_tiles_t,

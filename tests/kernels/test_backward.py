@@ -264,7 +264,7 @@ def test_varlen_states_gradients_float32_dstate_in_blocks():
                seed=22), seq_idx=packed(lengths), cu_seqlens=cu_seqlens_of(lengths))
 
 
-@pytest.mark.parametrize("split_from", [None, 1], ids=["default-form", "split-form"])
+@pytest.mark.parametrize("split_from", [10**9, 1], ids=["one-kernel", "split-form"])
 @pytest.mark.parametrize("chunk_size", [64, 256])
 def test_bfloat16_decay_gradients_as_accurate_as_the_rest(monkeypatch, chunk_size, split_from):
     # In bfloat16 every gradient's error comes from rounding the mma operands (2^-9 each):
@@ -273,10 +273,11 @@ def test_bfloat16_decay_gradients_as_accurate_as_the_rest(monkeypatch, chunk_siz
     # two sides it carried their rounding error, growing with the chunk (here dA 0.0069 at
     # chunk 64 and 0.027 at 256 before, 10x dB's; now 0.0017 and 0.0006). Held to 1.5x the
     # worst of dx, dB, dC: dA has only nheads entries, a noisier norm than the others. The
-    # split form (kernels/bwd_chunk_split.py, forced here at dstate 32) takes both sides of
-    # each pair from one float32 tile too, summed along its rows and its columns.
-    if split_from is not None:
-        monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_SPLIT_DSTATE", split_from)
+    # split form (kernels/bwd_chunk_split.py) takes both sides of each pair from one float32
+    # tile too, summed along its rows and its columns. Each form is forced at both chunk sizes
+    # (by default chunk 64 runs one kernel, chunk 256 the split form).
+    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_SPLIT_DSTATE", split_from)
+    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_SPLIT_CHUNK", split_from)
     error = gradient_errors(1, 512, 4, 16, 32, chunk_size)
     bound = DECAY_ERROR_RATIO * max(error["x"], error["B"], error["C"])
     assert error["A"] <= bound and error["dt"] <= bound, error
