@@ -588,7 +588,9 @@ BWD_CHUNK_SPLIT_DB_DC_OCCUPANCY = 2
 # (~212 KB on sm_90) leaves one block an SM whatever the hint, and the cubin's resources are the
 # same; where the split form was forced at dstate 128 (chunk 256) the hint took the dx kernel to
 # 128 registers and 108 KB, two blocks an SM, and the step from 4.12 to 2.79 ms (the two-kernel
-# form, data/h200_bwd_chunk_split.txt: split-64 against split-64-dx-occ2).
+# form, data/h200_bwd_chunk_split.txt: split-64 against split-64-dx-occ2). 8 worker warps on
+# the split form's kernels were timed too and lost (dx 3-20% slower) or tied (dscores, dB/dC):
+# data/h100_bwd_chunk_hints_2026-12-05.txt.
 BWD_CHUNK_SPLIT_DX_OCCUPANCY = 2
 
 
