@@ -173,11 +173,12 @@ def _packed_claims():
     return tuple(f(values) for values in (over_batch, masks, varlen, peer) for f in (min, max))
 
 
-def _backward(key):
-    """Per row of data/h200_backward.json: mamba_ssm's time over ours ("speed"), our time or
-    mamba_ssm's ("ms_ours", "ms_theirs"), our peak memory over mamba_ssm's ("memory"), or our
-    gradient error for ``key`` over mamba_ssm's."""
-    rows = json.loads((DATA_DIR / "h200_backward.json").read_text())["rows"]
+def _backward(key, name="h200_backward"):
+    """Per row of data/<name>.json (by default the first training rows, of the earlier kernels):
+    mamba_ssm's time over ours ("speed"), our time or mamba_ssm's ("ms_ours", "ms_theirs"), our
+    peak memory over mamba_ssm's ("memory"), or our gradient error for ``key`` over
+    mamba_ssm's."""
+    rows = json.loads((DATA_DIR / f"{name}.json").read_text())["rows"]
     if key == "speed":
         return [row["ms"]["mamba_ssm"] / row["ms"]["mamba2_tile"] for row in rows]
     if key in ("ms_ours", "ms_theirs"):
@@ -206,13 +207,6 @@ def _split_probe(line):
     text = (DATA_DIR / "h200_bwd_chunk_split.txt").read_text()
     [ms] = re.findall(rf"^{re.escape(line)}: ([\d.]+) ms", text, re.MULTILINE)
     return float(ms)
-
-
-def _current_backward_speeds():
-    """mamba_ssm's time over ours for each row of data/h200_backward_2026-12-05.json, the
-    training rows of the current backward kernels on the H200."""
-    rows = json.loads((DATA_DIR / "h200_backward_2026-12-05.json").read_text())["rows"]
-    return [row["ms"]["mamba_ssm"] / row["ms"]["mamba2_tile"] for row in rows]
 
 
 def _backward_at(key, **fields):
@@ -418,7 +412,8 @@ CLAIMS = [
      lambda: (_split_probe("L2048 n256 c256 split-64-dbdc-occ2"), _backward_row("ms_theirs", 256, 256)),
      _fixed(2)),
     ("README", rf"step is {NUMBER}–{NUMBER}× mamba_ssm's speed on the five\s+2048-token",
-     lambda: tuple(f(_current_backward_speeds()) for f in (min, max)), _fixed(2)),
+     lambda: tuple(f(_backward("speed", "h200_backward_2026-12-05")) for f in (min, max)),
+     _fixed(2)),
     ("README", rf"`bwd_chunk` alone takes {NUMBER}% of our step",
      lambda: (_profile_share("bwd_chunk_kernel", dstate=256, chunk_size=256),), _fixed(0)),
     ("README", rf"1\.5× on every row holds on {NUMBER} of {NUMBER} rows, and the geometric mean is "
