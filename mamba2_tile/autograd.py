@@ -67,6 +67,14 @@ from mamba2_tile.kernels.varlen_states import varlen_states
 # the backward recomputes everything it needs from the inputs, so nothing else changes.
 FLOAT32_BACKWARD_CHUNK = 64
 
+# The largest chunk a packed backward (seq_idx) runs at: on an H100 and an H200 (2026-12-04 to
+# -06, data/h100_gpu_tests_backward_2026-12-06b.txt) the packed bfloat16 bwd_chunk launch never
+# returned at chunk 128 or 256 with dstate other than 128, while every packed case passed at
+# chunk 64; the cause is not yet found (data/sm90_packed_bwd_loads_2026-12-06.txt). The price:
+# dA's gradient error grows with the number of chunks (data/h200_bwd_chunk_split.txt: about 2x
+# at chunk 256).
+PACKED_BACKWARD_CHUNK = 64
+
 # fwd_pass_state again, for the states entering each chunk: the same walk as bwd_state_pass, with
 # its occupancy hint (the comment at BWD_STATE_PASS_OCCUPANCY says what it buys).
 STATE_RECOMPUTE_OPTIONS = FwdPassStateOptions(occupancy=BWD_STATE_PASS_OCCUPANCY)
@@ -177,6 +185,8 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
     seqlen, nheads = x.shape[1], x.shape[2]
     if x.dtype == torch.float32:
         chunk_size = FLOAT32_BACKWARD_CHUNK
+    elif seq_idx is not None:
+        chunk_size = min(chunk_size, PACKED_BACKWARD_CHUNK)
     dA_cumsum, dt_chunks = chunk_cumsum(dt, A, chunk_size, dt_bias=dt_bias,
                                         dt_softplus=dt_softplus, dt_limit=tuple(dt_limit))
     # The states entering each chunk in the input dtype: bwd_chunk rounds them to it for its

@@ -4,8 +4,9 @@ autograd through the float64 recurrence (tests/kernels/grad_cases.py), on the GP
 Skipped unless torch sees a CUDA device and the real ``cuda.tile`` imports. Covers every dstate
 16-256, every chunk size, seqlen not a multiple of the chunk, with and without ``z``, ``D`` of
 both shapes, ``initial_states``, ``dt_softplus`` with ``dt_limit``, one and two groups, and a
-bfloat16 case; then packed sequences (``seq_idx``) in bfloat16 at every chunk size and dstate
-16-256, against the recurrence reset where ``seq_idx`` changes, and each sequence's last state
+bfloat16 case; then packed sequences (``seq_idx``) in bfloat16, a forward at every chunk size
+and dstate 16-256 (its backward at chunk 64 at most: ``autograd.PACKED_BACKWARD_CHUNK``),
+against the recurrence reset where ``seq_idx`` changes, and each sequence's last state
 (``return_varlen_states``) in the loss too.
 """
 

@@ -36,9 +36,9 @@ def test_head_skip_gate_group_of_two_long_chunk():
                dt_bias=True, dt_softplus=True, seed=5), chunk_size=128)
 
 
-def test_float32_backward_runs_at_chunk_64_whatever_the_forward_chunk(monkeypatch):
-    # autograd.FLOAT32_BACKWARD_CHUNK: the float32 bwd_chunk never returned on the H200 at chunk
-    # 128. The gradients stay those of the recurrence (check), and bwd_chunk sees chunks of 64.
+@pytest.fixture
+def bwd_chunk_sizes(monkeypatch):
+    """The chunk size of each bwd_chunk call the test makes."""
     seen = []
     run = autograd.bwd_chunk
 
@@ -47,8 +47,14 @@ def test_float32_backward_runs_at_chunk_64_whatever_the_forward_chunk(monkeypatc
         return run(x, dt, dA_cumsum, *args, **kwargs)
 
     monkeypatch.setattr(autograd, "bwd_chunk", recording)
+    return seen
+
+
+def test_float32_backward_runs_at_chunk_64_whatever_the_forward_chunk(bwd_chunk_sizes):
+    # autograd.FLOAT32_BACKWARD_CHUNK: the float32 bwd_chunk never returned on the H200 at chunk
+    # 128. The gradients stay those of the recurrence (check), and bwd_chunk sees chunks of 64.
     check(Case(seqlen=300, nheads=2, headdim=8, dstate=16, D="head", seed=12), chunk_size=256)
-    assert seen and set(seen) == {autograd.FLOAT32_BACKWARD_CHUNK}
+    assert bwd_chunk_sizes and set(bwd_chunk_sizes) == {autograd.FLOAT32_BACKWARD_CHUNK}
 
 
 def test_float32_dstate_in_blocks_partial_last():
@@ -144,6 +150,24 @@ def test_packed_head_skip_long_chunk():
     seq_idx = packed([40, 50, 70, 1, 9])
     check(Case(seqlen=170, nheads=2, headdim=16, dstate=8, D="head", z=True, dt_bias=True,
                dt_softplus=True, initial_states=True, seed=13), chunk_size=128, seq_idx=seq_idx)
+
+
+@pytest.mark.parametrize("chunk_size", [128, 256])
+def test_packed_bfloat16_backward_runs_at_chunk_64(bwd_chunk_sizes, chunk_size):
+    # autograd.PACKED_BACKWARD_CHUNK: the packed bwd_chunk launch never returned on a GPU at
+    # chunk 128 or 256 with dstate other than 128. A forward at the larger chunk, a backward at
+    # chunk 64 with boundaries inside its chunks, the gradients those of the recurrence.
+    seq_idx = packed([1, 90, 37, 1, 150, 21])
+    check(Case(seqlen=seq_idx.shape[1], nheads=2, headdim=16, dstate=16, dtype=torch.bfloat16,
+               D="head", initial_states=True, seed=18), chunk_size=chunk_size, tolerance=0.05,
+          seq_idx=seq_idx)
+    assert bwd_chunk_sizes and set(bwd_chunk_sizes) == {autograd.PACKED_BACKWARD_CHUNK}
+
+
+def test_unpacked_bfloat16_backward_keeps_the_forward_chunk(bwd_chunk_sizes):
+    check(Case(seqlen=300, nheads=2, headdim=16, dstate=16, dtype=torch.bfloat16, seed=19),
+          chunk_size=256, tolerance=0.05)
+    assert bwd_chunk_sizes == [256]
 
 
 def test_packed_without_final_states_gradient():
