@@ -3,11 +3,12 @@ autograd through the float64 recurrence (tests/kernels/grad_cases.py), on the GP
 
 Skipped unless torch sees a CUDA device and the real ``cuda.tile`` imports. Covers every dstate
 16-256, every chunk size, seqlen not a multiple of the chunk, with and without ``z``, ``D`` of
-both shapes, ``initial_states``, ``dt_softplus`` with ``dt_limit``, one and two groups, and a
-bfloat16 case; then packed sequences (``seq_idx``) in bfloat16, a forward at every chunk size
-and dstate 16-256 (its backward at chunk 64 at most: ``autograd.PACKED_BACKWARD_CHUNK``),
-against the recurrence reset where ``seq_idx`` changes, and each sequence's last state
-(``return_varlen_states``) in the loss too.
+both shapes, ``initial_states``, ``dt_softplus`` with ``dt_limit``, one and two groups, and
+bfloat16 cases; then packed sequences (``seq_idx``) in bfloat16 at every chunk size and dstate
+16-256, against the recurrence reset where ``seq_idx`` changes, and each sequence's last state
+(``return_varlen_states``) in the loss too. Float32 inputs, packed ones and a partial last chunk
+run their backward at chunk 64 whatever the forward's (``autograd.SAFE_BACKWARD_CHUNK``); the
+bfloat16 cases in whole chunks keep 128 and 256.
 """
 
 import sys
@@ -139,6 +140,7 @@ def test_float32_gradients_within_issue_target(chunk_size):
 def test_bwd_chunk_heads_per_block(monkeypatch, min_blocks):
     # Two heads of a group summed in one block, or one head a block.
     monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_MIN_BLOCKS", min_blocks)
-    case = Case(batch=2, seqlen=300, nheads=4, headdim=64, dstate=64, ngroups=2,
+    # Whole chunks, so the backward runs at the forward's chunk 128 (autograd.SAFE_BACKWARD_CHUNK).
+    case = Case(batch=2, seqlen=384, nheads=4, headdim=64, dstate=64, ngroups=2,
                 dtype=torch.bfloat16, D="channel", z=True, initial_states=True, seed=13)
     check(case, 128, tolerance=BFLOAT16_TOLERANCE, device="cuda")

@@ -51,10 +51,26 @@ def bwd_chunk_sizes(monkeypatch):
 
 
 def test_float32_backward_runs_at_chunk_64_whatever_the_forward_chunk(bwd_chunk_sizes):
-    # autograd.FLOAT32_BACKWARD_CHUNK: the float32 bwd_chunk never returned on the H200 at chunk
+    # autograd.SAFE_BACKWARD_CHUNK: the float32 bwd_chunk never returned on the H200 at chunk
     # 128. The gradients stay those of the recurrence (check), and bwd_chunk sees chunks of 64.
-    check(Case(seqlen=300, nheads=2, headdim=8, dstate=16, D="head", seed=12), chunk_size=256)
-    assert bwd_chunk_sizes and set(bwd_chunk_sizes) == {autograd.FLOAT32_BACKWARD_CHUNK}
+    check(Case(seqlen=256, nheads=2, headdim=8, dstate=16, D="head", seed=12), chunk_size=256)
+    assert bwd_chunk_sizes and set(bwd_chunk_sizes) == {autograd.SAFE_BACKWARD_CHUNK}
+
+
+@pytest.mark.parametrize("chunk_size", [128, 256])
+def test_bfloat16_partial_last_chunk_backward_runs_at_chunk_64(bwd_chunk_sizes, chunk_size):
+    # autograd.SAFE_BACKWARD_CHUNK: with a partial last chunk the bfloat16 bwd_chunk launch
+    # never returned on an H100 at chunk 128.
+    check(Case(seqlen=300, nheads=2, headdim=16, dstate=16, dtype=torch.bfloat16, seed=19),
+          chunk_size=chunk_size, tolerance=0.05)
+    assert bwd_chunk_sizes and set(bwd_chunk_sizes) == {autograd.SAFE_BACKWARD_CHUNK}
+
+
+@pytest.mark.parametrize("chunk_size", [128, 256])
+def test_bfloat16_whole_chunks_backward_keeps_the_forward_chunk(bwd_chunk_sizes, chunk_size):
+    check(Case(seqlen=256, nheads=2, headdim=16, dstate=16, dtype=torch.bfloat16, seed=19),
+          chunk_size=chunk_size, tolerance=0.05)
+    assert bwd_chunk_sizes == [chunk_size]
 
 
 def test_float32_dstate_in_blocks_partial_last():
@@ -154,20 +170,14 @@ def test_packed_head_skip_long_chunk():
 
 @pytest.mark.parametrize("chunk_size", [128, 256])
 def test_packed_bfloat16_backward_runs_at_chunk_64(bwd_chunk_sizes, chunk_size):
-    # autograd.PACKED_BACKWARD_CHUNK: the packed bwd_chunk launch never returned on a GPU at
-    # chunk 128 or 256 with dstate other than 128. A forward at the larger chunk, a backward at
-    # chunk 64 with boundaries inside its chunks, the gradients those of the recurrence.
-    seq_idx = packed([1, 90, 37, 1, 150, 21])
+    # autograd.SAFE_BACKWARD_CHUNK: the packed bwd_chunk launch never returned on a GPU at
+    # chunk 128 or 256 with dstate other than 128. Whole chunks, so only the packing decides;
+    # the backward's chunks of 64 have boundaries inside them.
+    seq_idx = packed([1, 90, 37, 1, 106, 21])
     check(Case(seqlen=seq_idx.shape[1], nheads=2, headdim=16, dstate=16, dtype=torch.bfloat16,
                D="head", initial_states=True, seed=18), chunk_size=chunk_size, tolerance=0.05,
           seq_idx=seq_idx)
-    assert bwd_chunk_sizes and set(bwd_chunk_sizes) == {autograd.PACKED_BACKWARD_CHUNK}
-
-
-def test_unpacked_bfloat16_backward_keeps_the_forward_chunk(bwd_chunk_sizes):
-    check(Case(seqlen=300, nheads=2, headdim=16, dstate=16, dtype=torch.bfloat16, seed=19),
-          chunk_size=256, tolerance=0.05)
-    assert bwd_chunk_sizes == [256]
+    assert bwd_chunk_sizes and set(bwd_chunk_sizes) == {autograd.SAFE_BACKWARD_CHUNK}
 
 
 def test_packed_without_final_states_gradient():
