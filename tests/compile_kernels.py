@@ -286,7 +286,9 @@ def _backward_examples():
     """The backward kernels: every input dtype, the three chunk sizes, dstate up to 256 and
     padded headdim / dstate, packed (``seq_idx``, and ``return_varlen_states``' gradient) at
     chunk 64 and 128 (never run, only compiled); float32 (its own bwd_chunk kernel, dstate in
-    blocks) padded at chunk 64, packed there too, and at chunk 256, dstate 256."""
+    blocks) padded at chunk 64, packed there too, and at chunk 256, dstate 256. All with a partial
+    last chunk; then bwd_chunk's three forms in whole chunks, where their loops over row blocks
+    have a fixed length (``WHOLE_CHUNKS``): the training benchmark's case."""
     for dtype, chunk_size, headdim, dstate in [(torch.bfloat16, 64, 64, 64),
                                                (torch.float16, 128, 64, 256),
                                                (torch.bfloat16, 256, 64, 64),
@@ -327,6 +329,19 @@ def _backward_examples():
                                         cu_seqlens=cu_seqlens)
             for name, launch in [("bwd_state_pass", passing), *_bwd_chunk_names(chunk)]:
                 yield f"{name}[{tag}-varlen]", launch.kernel, launch.args
+    for dtype, chunk_size, dstate in [(torch.bfloat16, 64, 128), (torch.bfloat16, 256, 256),
+                                      (torch.float32, 64, 64)]:
+        seqlen, nchunks = 2 * chunk_size, 2
+        x = torch.zeros(1, seqlen, 4, 64, dtype=dtype)
+        B = torch.zeros(1, seqlen, 1, dstate, dtype=dtype)
+        dA_cumsum = torch.zeros(1, 4, nchunks, chunk_size)
+        states = torch.zeros(1, 4, nchunks, 64, dstate, dtype=dtype)
+        chunk, _ = bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), states, states,
+                                    torch.zeros_like(x))
+        tag = f"{str(dtype).removeprefix('torch.')}-chunk{chunk_size}-n{dstate}-whole"
+        for name, launch in _bwd_chunk_names(chunk):
+            if name != "bwd_chunk_dscores":         # the same kernel as in partial chunks
+                yield f"{name}[{tag}]", launch.kernel, launch.args
 
 
 def _bwd_chunk_names(launches):

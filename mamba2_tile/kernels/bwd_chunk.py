@@ -90,8 +90,9 @@ import torch
 from mamba2_tile.kernels.bwd_chunk_split import (bwd_chunk_dB_dC_kernel, bwd_chunk_dscores_kernel,
                                                   bwd_chunk_dx_kernel)
 from mamba2_tile.kernels.bwd_chunk_tiles import (decay_t, load_rows, pair_dyx, pair_tiles_t,
-                                                  sequence_tokens, sequences_ending_in,
-                                                  state_columns, to_sequence_end)
+                                                  row_blocks_with_tokens, sequence_tokens,
+                                                  sequences_ending_in, state_columns,
+                                                  to_sequence_end)
 from mamba2_tile.kernels.exp2 import LOG2E
 from mamba2_tile.kernels.launching import (KernelLaunch, next_power_of_2, placeholder,
                                            seq_placeholder, with_hints)
@@ -122,6 +123,7 @@ def bwd_chunk_kernel(
     HAS_D: ct.Constant[bool],        # the skip: dx gets D dy, and dD is written
     HAS_SEQ_IDX: ct.Constant[bool],  # the forward's seq_idx masks (module doc)
     HAS_VARLEN: ct.Constant[bool],   # each sequence's last state has a gradient (batch 1)
+    WHOLE_CHUNKS: ct.Constant[bool],  # seqlen a multiple of CHUNK_SIZE
 ):
     blocks_per_chunk = CHUNK_SIZE // BLOCK_M
     nchunks = dA_cumsum.shape[2]
@@ -130,7 +132,7 @@ def bwd_chunk_kernel(
     split = ct.bid(1)
     first_head = split * HEADS_PER_BLOCK
     g = first_head // (x.shape[2] // B.shape[2])
-    seqlen = x.shape[1]
+    token_blocks = row_blocks_with_tokens(x.shape[1], c, CHUNK_SIZE, BLOCK_M, WHOLE_CHUNKS)
     zero = ct.PaddingMode.ZERO
     mma_dtype = x.dtype
     if HAS_SEQ_IDX:
@@ -142,146 +144,141 @@ def bwd_chunk_kernel(
     # dx, ddt, dB: column blocks j; for each head, the row blocks i >= j. B_j is the group's,
     # loaded once for all the block's heads, and dB_j sums their parts: each head's part is
     # scaled by its dt_j inside the mma operands, so one float32 accumulator holds them all.
-    for j in range(blocks_per_chunk):
+    for j in range(token_blocks):
         col_block = c * blocks_per_chunk + j
-        # A block entirely past seqlen (last chunk) has nothing to store, and a load entirely
-        # out of bounds is undefined behaviour.
-        if col_block * BLOCK_M < seqlen:
-            B_j = load_rows(B, b, col_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
-            cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
-            first = (j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32)) == 0
-            if HAS_SEQ_IDX:
-                seq_j = rows_seq(seq_idx, b, col_block, BLOCK_M)             # (BLOCK_M, 1)
-            dB_j = ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32)
-            for head in range(HEADS_PER_BLOCK):
-                h = first_head + head
-                # In log2 units: every exp is an exp2 (kernels/exp2.py).
-                dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1),
-                                             (1, 1, 1, 1)), (1, 1)) * LOG2E
-                dh = ct.reshape(ct.load(dstates, (b, h, c, 0, 0), (1, 1, 1, HEADDIM, DSTATE),
-                                        padding_mode=zero), (HEADDIM, DSTATE))
-                dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
-                                  (BLOCK_M, 1)) * LOG2E
-                dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
-                x_j = load_rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
+        B_j = load_rows(B, b, col_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
+        cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
+        first = (j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32)) == 0
+        if HAS_SEQ_IDX:
+            seq_j = rows_seq(seq_idx, b, col_block, BLOCK_M)             # (BLOCK_M, 1)
+        dB_j = ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32)
+        for head in range(HEADS_PER_BLOCK):
+            h = first_head + head
+            # In log2 units: every exp is an exp2 (kernels/exp2.py).
+            dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1),
+                                         (1, 1, 1, 1)), (1, 1)) * LOG2E
+            dh = ct.reshape(ct.load(dstates, (b, h, c, 0, 0), (1, 1, 1, HEADDIM, DSTATE),
+                                    padding_mode=zero), (HEADDIM, DSTATE))
+            dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
+                              (BLOCK_M, 1)) * LOG2E
+            dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
+            x_j = load_rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
 
-                to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)         # (BLOCK_M, 1)
-                if HAS_SEQ_IDX:
-                    to_end = ct.where(seq_j == seq_leave, to_end, 0.0)
-                u = ct.mma(B_j, ct.transpose(dh.astype(mma_dtype)),
-                           ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32))
-                u = u * to_end
-                # B_j · dB_j's part through dh, as dt_j x_j · u: the same products, fewer
-                # registers.
-                B_dB = ct.sum(x_j * u, axis=1) * ct.reshape(dt_j, (BLOCK_M,))
-                B_dB_dh = B_dB
-                if j == 0:
-                    # exp(dA_last) <dh, h_c>, dA_last's gradient through the entering state,
-                    # rides on the chunk's first position (float32).
-                    h_enter = ct.load(chunk_states, (b, h, c, 0, 0), (1, 1, 1, HEADDIM, DSTATE),
-                                      padding_mode=zero)
-                    h_enter = ct.reshape(h_enter, (HEADDIM, DSTATE)).astype(ct.float32)
-                    entering = ct.sum(ct.sum(dh.astype(ct.float32) * h_enter, axis=1,
-                                             keepdims=True), axis=0, keepdims=True)
-                    entering = entering * ct.exp2(dA_last, flush_to_zero=True)   # (1, 1)
-                    if HAS_SEQ_IDX:
-                        entering = ct.where(seq_enter == seq_leave, entering, 0.0)
-                    B_dB_dh = B_dB_dh + ct.where(first, ct.reshape(entering, (1,)), 0.0)
-                ct.store(ddA_terms, (b, h, c, 2, j), ct.reshape(B_dB_dh, (1, 1, 1, 1, BLOCK_M)))
-                dB_j = ct.mma((x_j * (to_end * dt_j)).astype(mma_dtype),
-                              dh.astype(mma_dtype), dB_j)
-                if HAS_VARLEN:
-                    first_k, end_k = sequences_ending_in(chunk_sequences, c)
-                    for k in range(first_k, end_k):
-                        start, last = sequence_tokens(cu_seqlens, k)
-                        if ((start < col_block * BLOCK_M + BLOCK_M)
-                                & (last >= col_block * BLOCK_M)):
-                            to_e = to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
-                                                   last, CHUNK_SIZE, BLOCK_M)
-                            G = ct.load(dvarlen_states, (k, h, 0, 0), (1, 1, HEADDIM, DSTATE),
-                                        padding_mode=zero)
-                            G = ct.reshape(G, (HEADDIM, DSTATE)).astype(mma_dtype)
-                            G_u = ct.mma(B_j, ct.transpose(G),
-                                         ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)) * to_e
-                            u = G_u + u
-                            # B_j · dB_j's part through G_k (its dA_e side is the caller's
-                            # <G, V>).
-                            B_dB = B_dB + (ct.sum(x_j * G_u, axis=1)
-                                           * ct.reshape(dt_j, (BLOCK_M,)))
-                            dB_j = ct.mma((x_j * (to_e * dt_j)).astype(mma_dtype), G, dB_j)
-                B_dB_pairs = ct.zeros((BLOCK_M,), dtype=ct.float32)
-                for i in range(j, blocks_per_chunk):
-                    row_block = c * blocks_per_chunk + i
-                    if row_block * BLOCK_M < seqlen:
-                        C_i = load_rows(C, b, row_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
-                        dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM).astype(mma_dtype)
-                        rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
-                                          (1, BLOCK_M))
-                        # Transposed pieces, (j, i).
-                        scores_t, dyx_t, pairs_t = pair_tiles_t(
-                            B_j, C_i, x_j.astype(mma_dtype), dy_i,
-                            decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M), rows, cols, seq_idx, b,
-                            row_block, col_block, BLOCK_M, HAS_SEQ_IDX)
-                        B_dB_pairs = B_dB_pairs + ct.sum(pairs_t, axis=1)
-                        u = ct.mma(scores_t.astype(mma_dtype), dy_i, u)
-                        dB_j = ct.mma((dyx_t * dt_j).astype(mma_dtype), C_i, dB_j)
-                dx_j = u * dt_j
-                if HAS_D:
-                    # The skip y += D x: dx gets D dy, and D gets this row block's dy · x.
-                    dy_j = load_rows(dy, b, col_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
-                    D_h = ct.reshape(ct.load(D, (h, 0), (1, HEADDIM), padding_mode=zero),
-                                     (1, HEADDIM))
-                    dx_j = dx_j + D_h * dy_j
-                    ct.store(dD, (b, col_block, h, 0),
-                             ct.reshape(ct.sum(dy_j * x_j, axis=0), (1, 1, 1, HEADDIM)))
-                ct.store(dx, (b, col_block, h, 0),
-                         ct.reshape(dx_j, (1, BLOCK_M, 1, HEADDIM)).astype(dx.dtype))
-                ddt_j = ct.sum(x_j * u, axis=1)
-                ct.store(ddt, (b, h, c, j), ct.reshape(ddt_j, (1, 1, 1, BLOCK_M)))
-                B_dB = B_dB + B_dB_pairs * ct.reshape(dt_j, (BLOCK_M,))
-                ct.store(ddA_terms, (b, h, c, 1, j), ct.reshape(B_dB, (1, 1, 1, 1, BLOCK_M)))
-            ct.store(dB, (b, col_block, split, 0), ct.reshape(dB_j, (1, BLOCK_M, 1, DSTATE)))
-
-    # dC: row blocks i; for each head, the column blocks j <= i, summed into one dC_i.
-    for i in range(blocks_per_chunk):
-        row_block = c * blocks_per_chunk + i
-        if row_block * BLOCK_M < seqlen:
-            C_i = load_rows(C, b, row_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
-            rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
+            to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)         # (BLOCK_M, 1)
             if HAS_SEQ_IDX:
-                seq_i = rows_seq(seq_idx, b, row_block, BLOCK_M)             # (BLOCK_M, 1)
-            dC_i = ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32)
-            for head in range(HEADS_PER_BLOCK):
-                h = first_head + head
-                dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)),
-                                  (BLOCK_M, 1)) * LOG2E
-                dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
+                to_end = ct.where(seq_j == seq_leave, to_end, 0.0)
+            u = ct.mma(B_j, ct.transpose(dh.astype(mma_dtype)),
+                       ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32))
+            u = u * to_end
+            # B_j · dB_j's part through dh, as dt_j x_j · u: the same products, fewer
+            # registers.
+            B_dB = ct.sum(x_j * u, axis=1) * ct.reshape(dt_j, (BLOCK_M,))
+            B_dB_dh = B_dB
+            if j == 0:
+                # exp(dA_last) <dh, h_c>, dA_last's gradient through the entering state,
+                # rides on the chunk's first position (float32).
                 h_enter = ct.load(chunk_states, (b, h, c, 0, 0), (1, 1, 1, HEADDIM, DSTATE),
                                   padding_mode=zero)
-                h_enter = ct.reshape(h_enter, (HEADDIM, DSTATE)).astype(mma_dtype)
-                read_out = ct.exp2(dA_i, flush_to_zero=True)                 # (BLOCK_M, 1)
+                h_enter = ct.reshape(h_enter, (HEADDIM, DSTATE)).astype(ct.float32)
+                entering = ct.sum(ct.sum(dh.astype(ct.float32) * h_enter, axis=1,
+                                         keepdims=True), axis=0, keepdims=True)
+                entering = entering * ct.exp2(dA_last, flush_to_zero=True)   # (1, 1)
                 if HAS_SEQ_IDX:
-                    read_out = ct.where(seq_i == seq_enter, read_out, 0.0)
-                # dC_i's part through the entering state, exp(dA_i) h_cᵀ dy_i, and its row sum
-                # C_i · (exp(dA_i) h_cᵀ dy_i) = exp(dA_i) dy_i · (h_c C_i), from a tile of
-                # headdim columns.
-                C_dC = ct.sum(dy_i * ct.mma(C_i, ct.transpose(h_enter),
-                                            ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)),
-                              axis=1) * ct.reshape(read_out, (BLOCK_M,))
-                dC_i = ct.mma((dy_i * read_out).astype(mma_dtype), h_enter, dC_i)
-                dy_i = dy_i.astype(mma_dtype)
-                for j in range(i + 1):
-                    col_block = c * blocks_per_chunk + j
-                    dyx = pair_dyx(x, dt, dA_cumsum, seq_idx, dy_i, dA_i, rows, b, h, c, j,
-                                   row_block, col_block, BLOCK_M, HEADDIM, HAS_SEQ_IDX)
-                    B_j = load_rows(B, b, col_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
-                    # C_i · dC_i's pairs from float32 tiles: C Bᵀ again, the j loop's scores.
-                    scores = ct.mma(C_i, ct.transpose(B_j),
-                                    ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                    C_dC = C_dC + ct.sum(scores * dyx, axis=1)
-                    dC_i = ct.mma(dyx.astype(mma_dtype), B_j, dC_i)
-                ct.store(ddA_terms, (b, h, c, 0, i), ct.reshape(C_dC, (1, 1, 1, 1, BLOCK_M)))
-            ct.store(dC, (b, row_block, split, 0), ct.reshape(dC_i, (1, BLOCK_M, 1, DSTATE)))
+                    entering = ct.where(seq_enter == seq_leave, entering, 0.0)
+                B_dB_dh = B_dB_dh + ct.where(first, ct.reshape(entering, (1,)), 0.0)
+            ct.store(ddA_terms, (b, h, c, 2, j), ct.reshape(B_dB_dh, (1, 1, 1, 1, BLOCK_M)))
+            dB_j = ct.mma((x_j * (to_end * dt_j)).astype(mma_dtype),
+                          dh.astype(mma_dtype), dB_j)
+            if HAS_VARLEN:
+                first_k, end_k = sequences_ending_in(chunk_sequences, c)
+                for k in range(first_k, end_k):
+                    start, last = sequence_tokens(cu_seqlens, k)
+                    if ((start < col_block * BLOCK_M + BLOCK_M)
+                            & (last >= col_block * BLOCK_M)):
+                        to_e = to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
+                                               last, CHUNK_SIZE, BLOCK_M)
+                        G = ct.load(dvarlen_states, (k, h, 0, 0), (1, 1, HEADDIM, DSTATE),
+                                    padding_mode=zero)
+                        G = ct.reshape(G, (HEADDIM, DSTATE)).astype(mma_dtype)
+                        G_u = ct.mma(B_j, ct.transpose(G),
+                                     ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)) * to_e
+                        u = G_u + u
+                        # B_j · dB_j's part through G_k (its dA_e side is the caller's
+                        # <G, V>).
+                        B_dB = B_dB + (ct.sum(x_j * G_u, axis=1)
+                                       * ct.reshape(dt_j, (BLOCK_M,)))
+                        dB_j = ct.mma((x_j * (to_e * dt_j)).astype(mma_dtype), G, dB_j)
+            B_dB_pairs = ct.zeros((BLOCK_M,), dtype=ct.float32)
+            for i in range(j, token_blocks):
+                row_block = c * blocks_per_chunk + i
+                C_i = load_rows(C, b, row_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
+                dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM).astype(mma_dtype)
+                rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
+                                  (1, BLOCK_M))
+                # Transposed pieces, (j, i).
+                scores_t, dyx_t, pairs_t = pair_tiles_t(
+                    B_j, C_i, x_j.astype(mma_dtype), dy_i,
+                    decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M), rows, cols, seq_idx, b,
+                    row_block, col_block, BLOCK_M, HAS_SEQ_IDX)
+                B_dB_pairs = B_dB_pairs + ct.sum(pairs_t, axis=1)
+                u = ct.mma(scores_t.astype(mma_dtype), dy_i, u)
+                dB_j = ct.mma((dyx_t * dt_j).astype(mma_dtype), C_i, dB_j)
+            dx_j = u * dt_j
+            if HAS_D:
+                # The skip y += D x: dx gets D dy, and D gets this row block's dy · x.
+                dy_j = load_rows(dy, b, col_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
+                D_h = ct.reshape(ct.load(D, (h, 0), (1, HEADDIM), padding_mode=zero),
+                                 (1, HEADDIM))
+                dx_j = dx_j + D_h * dy_j
+                ct.store(dD, (b, col_block, h, 0),
+                         ct.reshape(ct.sum(dy_j * x_j, axis=0), (1, 1, 1, HEADDIM)))
+            ct.store(dx, (b, col_block, h, 0),
+                     ct.reshape(dx_j, (1, BLOCK_M, 1, HEADDIM)).astype(dx.dtype))
+            ddt_j = ct.sum(x_j * u, axis=1)
+            ct.store(ddt, (b, h, c, j), ct.reshape(ddt_j, (1, 1, 1, BLOCK_M)))
+            B_dB = B_dB + B_dB_pairs * ct.reshape(dt_j, (BLOCK_M,))
+            ct.store(ddA_terms, (b, h, c, 1, j), ct.reshape(B_dB, (1, 1, 1, 1, BLOCK_M)))
+        ct.store(dB, (b, col_block, split, 0), ct.reshape(dB_j, (1, BLOCK_M, 1, DSTATE)))
+
+    # dC: row blocks i; for each head, the column blocks j <= i, summed into one dC_i.
+    for i in range(token_blocks):
+        row_block = c * blocks_per_chunk + i
+        C_i = load_rows(C, b, row_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
+        rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
+        if HAS_SEQ_IDX:
+            seq_i = rows_seq(seq_idx, b, row_block, BLOCK_M)             # (BLOCK_M, 1)
+        dC_i = ct.zeros((BLOCK_M, DSTATE), dtype=ct.float32)
+        for head in range(HEADS_PER_BLOCK):
+            h = first_head + head
+            dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)),
+                              (BLOCK_M, 1)) * LOG2E
+            dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
+            h_enter = ct.load(chunk_states, (b, h, c, 0, 0), (1, 1, 1, HEADDIM, DSTATE),
+                              padding_mode=zero)
+            h_enter = ct.reshape(h_enter, (HEADDIM, DSTATE)).astype(mma_dtype)
+            read_out = ct.exp2(dA_i, flush_to_zero=True)                 # (BLOCK_M, 1)
+            if HAS_SEQ_IDX:
+                read_out = ct.where(seq_i == seq_enter, read_out, 0.0)
+            # dC_i's part through the entering state, exp(dA_i) h_cᵀ dy_i, and its row sum
+            # C_i · (exp(dA_i) h_cᵀ dy_i) = exp(dA_i) dy_i · (h_c C_i), from a tile of
+            # headdim columns.
+            C_dC = ct.sum(dy_i * ct.mma(C_i, ct.transpose(h_enter),
+                                        ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)),
+                          axis=1) * ct.reshape(read_out, (BLOCK_M,))
+            dC_i = ct.mma((dy_i * read_out).astype(mma_dtype), h_enter, dC_i)
+            dy_i = dy_i.astype(mma_dtype)
+            for j in range(i + 1):
+                col_block = c * blocks_per_chunk + j
+                dyx = pair_dyx(x, dt, dA_cumsum, seq_idx, dy_i, dA_i, rows, b, h, c, j,
+                               row_block, col_block, BLOCK_M, HEADDIM, HAS_SEQ_IDX)
+                B_j = load_rows(B, b, col_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
+                # C_i · dC_i's pairs from float32 tiles: C Bᵀ again, the j loop's scores.
+                scores = ct.mma(C_i, ct.transpose(B_j),
+                                ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
+                C_dC = C_dC + ct.sum(scores * dyx, axis=1)
+                dC_i = ct.mma(dyx.astype(mma_dtype), B_j, dC_i)
+            ct.store(ddA_terms, (b, h, c, 0, i), ct.reshape(C_dC, (1, 1, 1, 1, BLOCK_M)))
+        ct.store(dC, (b, row_block, split, 0), ct.reshape(dC_i, (1, BLOCK_M, 1, DSTATE)))
 
 
 @ct.kernel
@@ -298,6 +295,7 @@ def bwd_chunk_float32_kernel(
     HAS_D: ct.Constant[bool],        # the skip: dx gets D dy, and dD is written
     HAS_SEQ_IDX: ct.Constant[bool],  # the forward's seq_idx masks (module doc)
     HAS_VARLEN: ct.Constant[bool],   # each sequence's last state has a gradient (batch 1)
+    WHOLE_CHUNKS: ct.Constant[bool],  # seqlen a multiple of CHUNK_SIZE
 ):
     """:func:`bwd_chunk_kernel` for float32 inputs, with ``dstate`` in blocks of ``BLOCK_N``.
 
@@ -316,7 +314,7 @@ def bwd_chunk_float32_kernel(
     c = ct.bid(0) % nchunks
     h = ct.bid(1)
     g = h // (x.shape[2] // B.shape[2])
-    seqlen = x.shape[1]
+    token_blocks = row_blocks_with_tokens(x.shape[1], c, CHUNK_SIZE, BLOCK_M, WHOLE_CHUNKS)
     zero = ct.PaddingMode.ZERO
     dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)),
                          (1, 1)) * LOG2E
@@ -343,171 +341,166 @@ def bwd_chunk_float32_kernel(
     entering = ct.reshape(entering, (1,))
 
     # dx and ddt: column blocks j, each summing over the row blocks i >= j.
-    for j in range(blocks_per_chunk):
+    for j in range(token_blocks):
         col_block = c * blocks_per_chunk + j
-        if col_block * BLOCK_M < seqlen:
-            dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
-                              (BLOCK_M, 1)) * LOG2E
-            dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
-            x_j = load_rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM)
-            u = ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)
+        dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
+                          (BLOCK_M, 1)) * LOG2E
+        dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
+        x_j = load_rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM)
+        u = ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)
+        for n in range(n_blocks):
+            B_jn = load_rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
+            dh_n = state_columns(dstates, b, h, c, n, HEADDIM, BLOCK_N)
+            u = split_mma(B_jn, ct.transpose(dh_n), u)
+        to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)            # (BLOCK_M, 1)
+        if HAS_SEQ_IDX:
+            seq_j = rows_seq(seq_idx, b, col_block, BLOCK_M)             # (BLOCK_M, 1)
+            to_end = ct.where(seq_j == seq_leave, to_end, 0.0)
+        u = u * to_end
+        if HAS_VARLEN:
+            # The sequences ending in this chunk (bwd_chunk_kernel, module doc).
+            first_k, end_k = sequences_ending_in(chunk_sequences, c)
+            for k in range(first_k, end_k):
+                start, last = sequence_tokens(cu_seqlens, k)
+                if (start < col_block * BLOCK_M + BLOCK_M) & (last >= col_block * BLOCK_M):
+                    to_e = to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
+                                           last, CHUNK_SIZE, BLOCK_M)
+                    G_u = ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)
+                    for n in range(n_blocks):
+                        B_jn = load_rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
+                        G_n = ct.reshape(ct.load(dvarlen_states, (k, h, 0, n),
+                                                 (1, 1, HEADDIM, BLOCK_N),
+                                                 padding_mode=zero), (HEADDIM, BLOCK_N))
+                        G_u = split_mma(B_jn, ct.transpose(G_n), G_u)
+                    u = G_u * to_e + u
+        cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
+        for i in range(j, token_blocks):
+            row_block = c * blocks_per_chunk + i
+            scores_t = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
             for n in range(n_blocks):
                 B_jn = load_rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
-                dh_n = state_columns(dstates, b, h, c, n, HEADDIM, BLOCK_N)
-                u = split_mma(B_jn, ct.transpose(dh_n), u)
-            to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)            # (BLOCK_M, 1)
+                C_in = load_rows(C, b, row_block, g, n, BLOCK_M, BLOCK_N)
+                scores_t = split_mma(B_jn, ct.transpose(C_in), scores_t)
+            decay = decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M)
+            rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
+                              (1, BLOCK_M))
+            scores_t = ct.where(rows >= cols, scores_t * decay, 0.0)
             if HAS_SEQ_IDX:
-                seq_j = rows_seq(seq_idx, b, col_block, BLOCK_M)             # (BLOCK_M, 1)
-                to_end = ct.where(seq_j == seq_leave, to_end, 0.0)
-            u = u * to_end
+                # Tokens of different sequences never meet (the in-chunk mask).
+                seq_i = ct.transpose(rows_seq(seq_idx, b, row_block, BLOCK_M))
+                scores_t = ct.where(seq_i == seq_j, scores_t, 0.0)
+            dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM)
+            u = split_mma(scores_t, dy_i, u)
+        dx_j = u * dt_j
+        if HAS_D:
+            # The skip y += D x: dx gets D dy, and D gets this row block's dy · x.
+            dy_j = load_rows(dy, b, col_block, h, 0, BLOCK_M, HEADDIM)
+            D_h = ct.reshape(ct.load(D, (h, 0), (1, HEADDIM), padding_mode=zero),
+                             (1, HEADDIM))
+            dx_j = dx_j + D_h * dy_j
+            ct.store(dD, (b, col_block, h, 0),
+                     ct.reshape(ct.sum(dy_j * x_j, axis=0), (1, 1, 1, HEADDIM)))
+        ct.store(dx, (b, col_block, h, 0), ct.reshape(dx_j, (1, BLOCK_M, 1, HEADDIM)))
+        ct.store(ddt, (b, h, c, j), ct.reshape(ct.sum(x_j * u, axis=1), (1, 1, 1, BLOCK_M)))
+
+    # dB: column blocks j and dstate blocks n, each summing over the row blocks i >= j.
+    for j in range(token_blocks):
+        col_block = c * blocks_per_chunk + j
+        dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
+                          (BLOCK_M, 1)) * LOG2E
+        dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
+        x_j = load_rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM)
+        to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)
+        if HAS_SEQ_IDX:
+            seq_j = rows_seq(seq_idx, b, col_block, BLOCK_M)             # (BLOCK_M, 1)
+            to_end = ct.where(seq_j == seq_leave, to_end, 0.0)
+        cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
+        B_dB_dh = ct.zeros((BLOCK_M,), dtype=ct.float32)     # B_j · dB_j through dh
+        B_dB = ct.zeros((BLOCK_M,), dtype=ct.float32)
+        for n in range(n_blocks):
+            dh_n = state_columns(dstates, b, h, c, n, HEADDIM, BLOCK_N)
+            B_jn = load_rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
+            dB_jn = split_mma(x_j, dh_n, ct.zeros((BLOCK_M, BLOCK_N), dtype=ct.float32))
+            dB_jn = dB_jn * to_end
+            B_dB_dh = B_dB_dh + ct.sum(B_jn * dB_jn, axis=1)
             if HAS_VARLEN:
-                # The sequences ending in this chunk (bwd_chunk_kernel, module doc).
                 first_k, end_k = sequences_ending_in(chunk_sequences, c)
                 for k in range(first_k, end_k):
                     start, last = sequence_tokens(cu_seqlens, k)
-                    if (start < col_block * BLOCK_M + BLOCK_M) & (last >= col_block * BLOCK_M):
+                    if ((start < col_block * BLOCK_M + BLOCK_M)
+                            & (last >= col_block * BLOCK_M)):
                         to_e = to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
                                                last, CHUNK_SIZE, BLOCK_M)
-                        G_u = ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)
-                        for n in range(n_blocks):
-                            B_jn = load_rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
-                            G_n = ct.reshape(ct.load(dvarlen_states, (k, h, 0, n),
-                                                     (1, 1, HEADDIM, BLOCK_N),
-                                                     padding_mode=zero), (HEADDIM, BLOCK_N))
-                            G_u = split_mma(B_jn, ct.transpose(G_n), G_u)
-                        u = G_u * to_e + u
-            cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
-            for i in range(j, blocks_per_chunk):
+                        G_n = ct.reshape(ct.load(dvarlen_states, (k, h, 0, n),
+                                                 (1, 1, HEADDIM, BLOCK_N),
+                                                 padding_mode=zero), (HEADDIM, BLOCK_N))
+                        G_x = split_mma(x_j, G_n, ct.zeros((BLOCK_M, BLOCK_N),
+                                                            dtype=ct.float32))
+                        dB_jn = G_x * to_e + dB_jn
+            for i in range(j, token_blocks):
                 row_block = c * blocks_per_chunk + i
-                if row_block * BLOCK_M < seqlen:
-                    scores_t = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
-                    for n in range(n_blocks):
-                        B_jn = load_rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
-                        C_in = load_rows(C, b, row_block, g, n, BLOCK_M, BLOCK_N)
-                        scores_t = split_mma(B_jn, ct.transpose(C_in), scores_t)
-                    decay = decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M)
-                    rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
-                                      (1, BLOCK_M))
-                    scores_t = ct.where(rows >= cols, scores_t * decay, 0.0)
-                    if HAS_SEQ_IDX:
-                        # Tokens of different sequences never meet (the in-chunk mask).
-                        seq_i = ct.transpose(rows_seq(seq_idx, b, row_block, BLOCK_M))
-                        scores_t = ct.where(seq_i == seq_j, scores_t, 0.0)
-                    dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM)
-                    u = split_mma(scores_t, dy_i, u)
-            dx_j = u * dt_j
-            if HAS_D:
-                # The skip y += D x: dx gets D dy, and D gets this row block's dy · x.
-                dy_j = load_rows(dy, b, col_block, h, 0, BLOCK_M, HEADDIM)
-                D_h = ct.reshape(ct.load(D, (h, 0), (1, HEADDIM), padding_mode=zero),
-                                 (1, HEADDIM))
-                dx_j = dx_j + D_h * dy_j
-                ct.store(dD, (b, col_block, h, 0),
-                         ct.reshape(ct.sum(dy_j * x_j, axis=0), (1, 1, 1, HEADDIM)))
-            ct.store(dx, (b, col_block, h, 0), ct.reshape(dx_j, (1, BLOCK_M, 1, HEADDIM)))
-            ct.store(ddt, (b, h, c, j), ct.reshape(ct.sum(x_j * u, axis=1), (1, 1, 1, BLOCK_M)))
-
-    # dB: column blocks j and dstate blocks n, each summing over the row blocks i >= j.
-    for j in range(blocks_per_chunk):
-        col_block = c * blocks_per_chunk + j
-        if col_block * BLOCK_M < seqlen:
-            dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
-                              (BLOCK_M, 1)) * LOG2E
-            dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
-            x_j = load_rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM)
-            to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)
-            if HAS_SEQ_IDX:
-                seq_j = rows_seq(seq_idx, b, col_block, BLOCK_M)             # (BLOCK_M, 1)
-                to_end = ct.where(seq_j == seq_leave, to_end, 0.0)
-            cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
-            B_dB_dh = ct.zeros((BLOCK_M,), dtype=ct.float32)     # B_j · dB_j through dh
-            B_dB = ct.zeros((BLOCK_M,), dtype=ct.float32)
-            for n in range(n_blocks):
-                dh_n = state_columns(dstates, b, h, c, n, HEADDIM, BLOCK_N)
-                B_jn = load_rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
-                dB_jn = split_mma(x_j, dh_n, ct.zeros((BLOCK_M, BLOCK_N), dtype=ct.float32))
-                dB_jn = dB_jn * to_end
-                B_dB_dh = B_dB_dh + ct.sum(B_jn * dB_jn, axis=1)
-                if HAS_VARLEN:
-                    first_k, end_k = sequences_ending_in(chunk_sequences, c)
-                    for k in range(first_k, end_k):
-                        start, last = sequence_tokens(cu_seqlens, k)
-                        if ((start < col_block * BLOCK_M + BLOCK_M)
-                                & (last >= col_block * BLOCK_M)):
-                            to_e = to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
-                                                   last, CHUNK_SIZE, BLOCK_M)
-                            G_n = ct.reshape(ct.load(dvarlen_states, (k, h, 0, n),
-                                                     (1, 1, HEADDIM, BLOCK_N),
-                                                     padding_mode=zero), (HEADDIM, BLOCK_N))
-                            G_x = split_mma(x_j, G_n, ct.zeros((BLOCK_M, BLOCK_N),
-                                                                dtype=ct.float32))
-                            dB_jn = G_x * to_e + dB_jn
-                for i in range(j, blocks_per_chunk):
-                    row_block = c * blocks_per_chunk + i
-                    if row_block * BLOCK_M < seqlen:
-                        dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM)
-                        dyx_t = split_mma(x_j, ct.transpose(dy_i),
-                                          ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                        rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
-                                          (1, BLOCK_M))
-                        decay = decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M)
-                        dyx_t = ct.where(rows >= cols, dyx_t * decay, 0.0)
-                        if HAS_SEQ_IDX:
-                            seq_i = ct.transpose(rows_seq(seq_idx, b, row_block, BLOCK_M))
-                            dyx_t = ct.where(seq_i == seq_j, dyx_t, 0.0)
-                        C_in = load_rows(C, b, row_block, g, n, BLOCK_M, BLOCK_N)
-                        dB_jn = split_mma(dyx_t, C_in, dB_jn)
-                B_dB = B_dB + ct.sum(B_jn * dB_jn, axis=1)
-                ct.store(dB, (b, col_block, h, n), ct.reshape(dB_jn * dt_j,
-                                                              (1, BLOCK_M, 1, BLOCK_N)))
-            dt_row = ct.reshape(dt_j, (BLOCK_M,))
-            first = (j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32)) == 0
-            ct.store(ddA_terms, (b, h, c, 1, j),
-                     ct.reshape(B_dB * dt_row, (1, 1, 1, 1, BLOCK_M)))
-            ct.store(ddA_terms, (b, h, c, 2, j),
-                     ct.reshape(B_dB_dh * dt_row + ct.where(first, entering, 0.0),
-                                (1, 1, 1, 1, BLOCK_M)))
+                dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM)
+                dyx_t = split_mma(x_j, ct.transpose(dy_i),
+                                  ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
+                rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
+                                  (1, BLOCK_M))
+                decay = decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M)
+                dyx_t = ct.where(rows >= cols, dyx_t * decay, 0.0)
+                if HAS_SEQ_IDX:
+                    seq_i = ct.transpose(rows_seq(seq_idx, b, row_block, BLOCK_M))
+                    dyx_t = ct.where(seq_i == seq_j, dyx_t, 0.0)
+                C_in = load_rows(C, b, row_block, g, n, BLOCK_M, BLOCK_N)
+                dB_jn = split_mma(dyx_t, C_in, dB_jn)
+            B_dB = B_dB + ct.sum(B_jn * dB_jn, axis=1)
+            ct.store(dB, (b, col_block, h, n), ct.reshape(dB_jn * dt_j,
+                                                          (1, BLOCK_M, 1, BLOCK_N)))
+        dt_row = ct.reshape(dt_j, (BLOCK_M,))
+        first = (j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32)) == 0
+        ct.store(ddA_terms, (b, h, c, 1, j),
+                 ct.reshape(B_dB * dt_row, (1, 1, 1, 1, BLOCK_M)))
+        ct.store(ddA_terms, (b, h, c, 2, j),
+                 ct.reshape(B_dB_dh * dt_row + ct.where(first, entering, 0.0),
+                            (1, 1, 1, 1, BLOCK_M)))
 
     # dC: row blocks i and dstate blocks n, each summing over the column blocks j <= i.
-    for i in range(blocks_per_chunk):
+    for i in range(token_blocks):
         row_block = c * blocks_per_chunk + i
-        if row_block * BLOCK_M < seqlen:
-            dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)),
-                              (BLOCK_M, 1)) * LOG2E
-            dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM)
-            rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
-            read_out = ct.exp2(dA_i, flush_to_zero=True)                     # (BLOCK_M, 1)
-            if HAS_SEQ_IDX:
-                seq_i = rows_seq(seq_idx, b, row_block, BLOCK_M)             # (BLOCK_M, 1)
-                read_out = ct.where(seq_i == seq_enter, read_out, 0.0)
-            C_dC = ct.zeros((BLOCK_M,), dtype=ct.float32)
-            for n in range(n_blocks):
-                h_n = state_columns(chunk_states, b, h, c, n, HEADDIM, BLOCK_N)
-                dC_in = split_mma(dy_i, h_n, ct.zeros((BLOCK_M, BLOCK_N), dtype=ct.float32))
-                dC_in = dC_in * read_out
-                for j in range(i + 1):
-                    col_block = c * blocks_per_chunk + j
-                    dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
-                                      (1, BLOCK_M)) * LOG2E
-                    dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)),
-                                      (1, BLOCK_M))
-                    x_j = load_rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM)
-                    cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
-                                      (1, BLOCK_M))
-                    decay = ct.exp2(ct.minimum(dA_i - dA_j, 0.0, propagate_nan=True),
-                                    flush_to_zero=True)
-                    dyx = split_mma(dy_i, ct.transpose(x_j),
-                                    ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
-                    dyx = ct.where(rows >= cols, dyx * decay * dt_j, 0.0)
-                    if HAS_SEQ_IDX:
-                        seq_j = ct.transpose(rows_seq(seq_idx, b, col_block, BLOCK_M))
-                        dyx = ct.where(seq_i == seq_j, dyx, 0.0)
-                    B_jn = load_rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
-                    dC_in = split_mma(dyx, B_jn, dC_in)
-                C_in = load_rows(C, b, row_block, g, n, BLOCK_M, BLOCK_N)
-                C_dC = C_dC + ct.sum(C_in * dC_in, axis=1)
-                ct.store(dC, (b, row_block, h, n), ct.reshape(dC_in, (1, BLOCK_M, 1, BLOCK_N)))
-            ct.store(ddA_terms, (b, h, c, 0, i), ct.reshape(C_dC, (1, 1, 1, 1, BLOCK_M)))
+        dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)),
+                          (BLOCK_M, 1)) * LOG2E
+        dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM)
+        rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
+        read_out = ct.exp2(dA_i, flush_to_zero=True)                     # (BLOCK_M, 1)
+        if HAS_SEQ_IDX:
+            seq_i = rows_seq(seq_idx, b, row_block, BLOCK_M)             # (BLOCK_M, 1)
+            read_out = ct.where(seq_i == seq_enter, read_out, 0.0)
+        C_dC = ct.zeros((BLOCK_M,), dtype=ct.float32)
+        for n in range(n_blocks):
+            h_n = state_columns(chunk_states, b, h, c, n, HEADDIM, BLOCK_N)
+            dC_in = split_mma(dy_i, h_n, ct.zeros((BLOCK_M, BLOCK_N), dtype=ct.float32))
+            dC_in = dC_in * read_out
+            for j in range(i + 1):
+                col_block = c * blocks_per_chunk + j
+                dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
+                                  (1, BLOCK_M)) * LOG2E
+                dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)),
+                                  (1, BLOCK_M))
+                x_j = load_rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM)
+                cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
+                                  (1, BLOCK_M))
+                decay = ct.exp2(ct.minimum(dA_i - dA_j, 0.0, propagate_nan=True),
+                                flush_to_zero=True)
+                dyx = split_mma(dy_i, ct.transpose(x_j),
+                                ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
+                dyx = ct.where(rows >= cols, dyx * decay * dt_j, 0.0)
+                if HAS_SEQ_IDX:
+                    seq_j = ct.transpose(rows_seq(seq_idx, b, col_block, BLOCK_M))
+                    dyx = ct.where(seq_i == seq_j, dyx, 0.0)
+                B_jn = load_rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
+                dC_in = split_mma(dyx, B_jn, dC_in)
+            C_in = load_rows(C, b, row_block, g, n, BLOCK_M, BLOCK_N)
+            C_dC = C_dC + ct.sum(C_in * dC_in, axis=1)
+            ct.store(dC, (b, row_block, h, n), ct.reshape(dC_in, (1, BLOCK_M, 1, BLOCK_N)))
+        ct.store(ddA_terms, (b, h, c, 0, i), ct.reshape(C_dC, (1, 1, 1, 1, BLOCK_M)))
 
 
 FLOAT32_TILES = (32, 32)
@@ -650,7 +643,7 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, 
                chunk_sequences(cu_seqlens, chunk_size, nchunks) if varlen else seq_placeholder(x))
     dD_arg = placeholder(dA_cumsum) if D is None else dD
     inputs = (x, dt, dA_cumsum, B, C, chunk_states, dstates, dy)
-    flags = (seq_idx is not None, varlen)
+    flags = (seq_idx is not None, varlen, seqlen % chunk_size == 0)
     headdim_tile, dstate_tile = next_power_of_2(headdim), next_power_of_2(dstate)
     if block_n is None and (dstate_tile >= BWD_CHUNK_SPLIT_DSTATE
                             or chunk_size >= BWD_CHUNK_SPLIT_CHUNK):

@@ -54,8 +54,9 @@ reading a precomputed ``C Bᵀ`` in the dx kernel instead of forming it per head
 """
 
 from mamba2_tile.kernels.bwd_chunk_tiles import (decay_t, load_rows, pair_dyx, pair_tiles_t,
-                                                  sequence_tokens, sequences_ending_in,
-                                                  state_columns, to_sequence_end)
+                                                  row_blocks_with_tokens, sequence_tokens,
+                                                  sequences_ending_in, state_columns,
+                                                  to_sequence_end)
 from mamba2_tile.kernels.exp2 import LOG2E
 from mamba2_tile.kernels.packing import last_seq, rows_seq, seq_before
 from mamba2_tile.tile import ct
@@ -73,6 +74,7 @@ def bwd_chunk_dx_kernel(
     HAS_D: ct.Constant[bool],        # the skip: dx gets D dy, and dD is written
     HAS_SEQ_IDX: ct.Constant[bool],  # the forward's seq_idx masks
     HAS_VARLEN: ct.Constant[bool],   # each sequence's last state has a gradient (batch 1)
+    WHOLE_CHUNKS: ct.Constant[bool],  # seqlen a multiple of CHUNK_SIZE
 ):
     blocks_per_chunk = CHUNK_SIZE // BLOCK_M
     nchunks = dA_cumsum.shape[2]
@@ -80,7 +82,7 @@ def bwd_chunk_dx_kernel(
     c = ct.bid(0) % nchunks
     h = ct.bid(1)
     g = h // (x.shape[2] // B.shape[2])
-    seqlen = x.shape[1]
+    token_blocks = row_blocks_with_tokens(x.shape[1], c, CHUNK_SIZE, BLOCK_M, WHOLE_CHUNKS)
     zero = ct.PaddingMode.ZERO
     mma_dtype = x.dtype
     dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)),
@@ -106,89 +108,86 @@ def bwd_chunk_dx_kernel(
     # exp(dA_i) dy_i · (h_c C_i); the j loop below adds the in-chunk pairs.
     C_dC = ct.zeros((blocks_per_chunk, BLOCK_M), dtype=ct.float32)
     row_block_ids = ct.reshape(ct.arange(blocks_per_chunk, dtype=ct.int32), (blocks_per_chunk, 1))
-    for i in range(blocks_per_chunk):
+    for i in range(token_blocks):
         row_block = c * blocks_per_chunk + i
-        if row_block * BLOCK_M < seqlen:
-            C_i = load_rows(C, b, row_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
-            dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)),
-                              (BLOCK_M, 1)) * LOG2E
-            dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
-            read_out = ct.exp2(dA_i, flush_to_zero=True)                     # (BLOCK_M, 1)
-            if HAS_SEQ_IDX:
-                seq_i = rows_seq(seq_idx, b, row_block, BLOCK_M)              # (BLOCK_M, 1)
-                read_out = ct.where(seq_i == seq_enter, read_out, 0.0)
-            through_state = ct.sum(dy_i * ct.mma(C_i, ct.transpose(h_enter),
-                                                 ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32))
-                                   * read_out, axis=1)
-            C_dC = ct.where(row_block_ids == i, ct.reshape(through_state, (1, BLOCK_M)), C_dC)
+        C_i = load_rows(C, b, row_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
+        dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)),
+                          (BLOCK_M, 1)) * LOG2E
+        dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
+        read_out = ct.exp2(dA_i, flush_to_zero=True)                     # (BLOCK_M, 1)
+        if HAS_SEQ_IDX:
+            seq_i = rows_seq(seq_idx, b, row_block, BLOCK_M)              # (BLOCK_M, 1)
+            read_out = ct.where(seq_i == seq_enter, read_out, 0.0)
+        through_state = ct.sum(dy_i * ct.mma(C_i, ct.transpose(h_enter),
+                                             ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32))
+                               * read_out, axis=1)
+        C_dC = ct.where(row_block_ids == i, ct.reshape(through_state, (1, BLOCK_M)), C_dC)
 
     # u_j, dx_j, ddt_j and B_j · dB_j: column blocks j, each summing over the row blocks i >= j.
-    for j in range(blocks_per_chunk):
+    for j in range(token_blocks):
         col_block = c * blocks_per_chunk + j
-        if col_block * BLOCK_M < seqlen:
-            B_j = load_rows(B, b, col_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
-            cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
-            dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
-                              (BLOCK_M, 1)) * LOG2E
-            dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
-            dt_row = ct.reshape(dt_j, (BLOCK_M,))
-            x_j = load_rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
-            to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)             # (BLOCK_M, 1)
-            if HAS_SEQ_IDX:
-                seq_j = rows_seq(seq_idx, b, col_block, BLOCK_M)              # (BLOCK_M, 1)
-                to_end = ct.where(seq_j == seq_leave, to_end, 0.0)
-            u = ct.mma(B_j, ct.transpose(dh), ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32))
-            u = u * to_end
-            B_dB_dh = ct.sum(x_j * u, axis=1) * dt_row
-            B_dB = B_dB_dh
-            first = (j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32)) == 0
-            ct.store(ddA_terms, (b, h, c, 2, j),
-                     ct.reshape(B_dB_dh + ct.where(first, entering, 0.0), (1, 1, 1, 1, BLOCK_M)))
-            if HAS_VARLEN:
-                first_k, end_k = sequences_ending_in(chunk_sequences, c)
-                for k in range(first_k, end_k):
-                    start, last = sequence_tokens(cu_seqlens, k)
-                    if (start < col_block * BLOCK_M + BLOCK_M) & (last >= col_block * BLOCK_M):
-                        to_e = to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
-                                               last, CHUNK_SIZE, BLOCK_M)
-                        G = ct.load(dvarlen_states, (k, h, 0, 0), (1, 1, HEADDIM, DSTATE),
-                                    padding_mode=zero)
-                        G = ct.reshape(G, (HEADDIM, DSTATE)).astype(mma_dtype)
-                        G_u = ct.mma(B_j, ct.transpose(G),
-                                     ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)) * to_e
-                        u = G_u + u
-                        B_dB = B_dB + ct.sum(x_j * G_u, axis=1) * dt_row
-            B_dB_pairs = ct.zeros((BLOCK_M,), dtype=ct.float32)
-            for i in range(j, blocks_per_chunk):
-                row_block = c * blocks_per_chunk + i
-                if row_block * BLOCK_M < seqlen:
-                    C_i = load_rows(C, b, row_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
-                    dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM).astype(mma_dtype)
-                    rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
-                                      (1, BLOCK_M))
-                    scores_t, _, pairs_t = pair_tiles_t(
-                        B_j, C_i, x_j.astype(mma_dtype), dy_i,
-                        decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M), rows, cols, seq_idx, b,
-                        row_block, col_block, BLOCK_M, HAS_SEQ_IDX)
-                    # The same float32 pairs give both sides of dA's gradient: summed over i
-                    # for B_j · dB_j, and (with dt_j) over j for C_i · dC_i.
-                    B_dB_pairs = B_dB_pairs + ct.sum(pairs_t, axis=1)
-                    C_dC_pairs = ct.reshape(ct.sum(pairs_t * dt_j, axis=0), (1, BLOCK_M))
-                    C_dC = C_dC + ct.where(row_block_ids == i, C_dC_pairs, 0.0)
-                    u = ct.mma(scores_t.astype(mma_dtype), dy_i, u)
-            dx_j = u * dt_j
-            if HAS_D:
-                dy_j = load_rows(dy, b, col_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
-                D_h = ct.reshape(ct.load(D, (h, 0), (1, HEADDIM), padding_mode=zero),
-                                 (1, HEADDIM))
-                dx_j = dx_j + D_h * dy_j
-                ct.store(dD, (b, col_block, h, 0),
-                         ct.reshape(ct.sum(dy_j * x_j, axis=0), (1, 1, 1, HEADDIM)))
-            ct.store(dx, (b, col_block, h, 0),
-                     ct.reshape(dx_j, (1, BLOCK_M, 1, HEADDIM)).astype(dx.dtype))
-            ct.store(ddt, (b, h, c, j), ct.reshape(ct.sum(x_j * u, axis=1), (1, 1, 1, BLOCK_M)))
-            B_dB = B_dB + B_dB_pairs * dt_row
-            ct.store(ddA_terms, (b, h, c, 1, j), ct.reshape(B_dB, (1, 1, 1, 1, BLOCK_M)))
+        B_j = load_rows(B, b, col_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
+        cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
+        dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
+                          (BLOCK_M, 1)) * LOG2E
+        dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
+        dt_row = ct.reshape(dt_j, (BLOCK_M,))
+        x_j = load_rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
+        to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)             # (BLOCK_M, 1)
+        if HAS_SEQ_IDX:
+            seq_j = rows_seq(seq_idx, b, col_block, BLOCK_M)              # (BLOCK_M, 1)
+            to_end = ct.where(seq_j == seq_leave, to_end, 0.0)
+        u = ct.mma(B_j, ct.transpose(dh), ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32))
+        u = u * to_end
+        B_dB_dh = ct.sum(x_j * u, axis=1) * dt_row
+        B_dB = B_dB_dh
+        first = (j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32)) == 0
+        ct.store(ddA_terms, (b, h, c, 2, j),
+                 ct.reshape(B_dB_dh + ct.where(first, entering, 0.0), (1, 1, 1, 1, BLOCK_M)))
+        if HAS_VARLEN:
+            first_k, end_k = sequences_ending_in(chunk_sequences, c)
+            for k in range(first_k, end_k):
+                start, last = sequence_tokens(cu_seqlens, k)
+                if (start < col_block * BLOCK_M + BLOCK_M) & (last >= col_block * BLOCK_M):
+                    to_e = to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
+                                           last, CHUNK_SIZE, BLOCK_M)
+                    G = ct.load(dvarlen_states, (k, h, 0, 0), (1, 1, HEADDIM, DSTATE),
+                                padding_mode=zero)
+                    G = ct.reshape(G, (HEADDIM, DSTATE)).astype(mma_dtype)
+                    G_u = ct.mma(B_j, ct.transpose(G),
+                                 ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)) * to_e
+                    u = G_u + u
+                    B_dB = B_dB + ct.sum(x_j * G_u, axis=1) * dt_row
+        B_dB_pairs = ct.zeros((BLOCK_M,), dtype=ct.float32)
+        for i in range(j, token_blocks):
+            row_block = c * blocks_per_chunk + i
+            C_i = load_rows(C, b, row_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
+            dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM).astype(mma_dtype)
+            rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
+                              (1, BLOCK_M))
+            scores_t, _, pairs_t = pair_tiles_t(
+                B_j, C_i, x_j.astype(mma_dtype), dy_i,
+                decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M), rows, cols, seq_idx, b,
+                row_block, col_block, BLOCK_M, HAS_SEQ_IDX)
+            # The same float32 pairs give both sides of dA's gradient: summed over i
+            # for B_j · dB_j, and (with dt_j) over j for C_i · dC_i.
+            B_dB_pairs = B_dB_pairs + ct.sum(pairs_t, axis=1)
+            C_dC_pairs = ct.reshape(ct.sum(pairs_t * dt_j, axis=0), (1, BLOCK_M))
+            C_dC = C_dC + ct.where(row_block_ids == i, C_dC_pairs, 0.0)
+            u = ct.mma(scores_t.astype(mma_dtype), dy_i, u)
+        dx_j = u * dt_j
+        if HAS_D:
+            dy_j = load_rows(dy, b, col_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
+            D_h = ct.reshape(ct.load(D, (h, 0), (1, HEADDIM), padding_mode=zero),
+                             (1, HEADDIM))
+            dx_j = dx_j + D_h * dy_j
+            ct.store(dD, (b, col_block, h, 0),
+                     ct.reshape(ct.sum(dy_j * x_j, axis=0), (1, 1, 1, HEADDIM)))
+        ct.store(dx, (b, col_block, h, 0),
+                 ct.reshape(dx_j, (1, BLOCK_M, 1, HEADDIM)).astype(dx.dtype))
+        ct.store(ddt, (b, h, c, j), ct.reshape(ct.sum(x_j * u, axis=1), (1, 1, 1, BLOCK_M)))
+        B_dB = B_dB + B_dB_pairs * dt_row
+        ct.store(ddA_terms, (b, h, c, 1, j), ct.reshape(B_dB, (1, 1, 1, 1, BLOCK_M)))
 
     ct.store(ddA_terms, (b, h, c, 0, 0),
              ct.reshape(C_dC, (1, 1, 1, 1, CHUNK_SIZE)))
@@ -252,6 +251,7 @@ def bwd_chunk_dB_dC_kernel(
     HEADS_PER_BLOCK: ct.Constant[int],   # heads of one group, summed into one dB and dC
     HAS_SEQ_IDX: ct.Constant[bool],  # the forward's seq_idx masks
     HAS_VARLEN: ct.Constant[bool],   # each sequence's last state has a gradient (batch 1)
+    WHOLE_CHUNKS: ct.Constant[bool],  # seqlen a multiple of CHUNK_SIZE
 ):
     blocks_per_chunk = CHUNK_SIZE // BLOCK_M
     nchunks = dA_cumsum.shape[2]
@@ -264,7 +264,7 @@ def bwd_chunk_dB_dC_kernel(
     g = first_head // heads_per_group
     # The in-chunk terms are the group's, not a head's: the group's first block adds them.
     in_chunk = first_head % heads_per_group == 0
-    seqlen = x.shape[1]
+    token_blocks = row_blocks_with_tokens(x.shape[1], c, CHUNK_SIZE, BLOCK_M, WHOLE_CHUNKS)
     zero = ct.PaddingMode.ZERO
     mma_dtype = x.dtype
     if HAS_SEQ_IDX:
@@ -273,69 +273,66 @@ def bwd_chunk_dB_dC_kernel(
 
     # dB_j on this block's columns: column blocks j; dscoresᵀ C_i over the row blocks i >= j,
     # then each head's part through the state leaving the chunk.
-    for j in range(blocks_per_chunk):
+    for j in range(token_blocks):
         col_block = c * blocks_per_chunk + j
-        if col_block * BLOCK_M < seqlen:
-            dB_j = ct.zeros((BLOCK_M, BLOCK_N), dtype=ct.float32)
-            if in_chunk:
-                for i in range(j, blocks_per_chunk):
-                    row_block = c * blocks_per_chunk + i
-                    if row_block * BLOCK_M < seqlen:
-                        C_in = load_rows(C, b, row_block, g, n, BLOCK_M, BLOCK_N).astype(mma_dtype)
-                        dB_j = ct.mma(ct.transpose(dscores_block(dscores, b, c, g, i, j, BLOCK_M)),
-                                      C_in, dB_j)
+        dB_j = ct.zeros((BLOCK_M, BLOCK_N), dtype=ct.float32)
+        if in_chunk:
+            for i in range(j, token_blocks):
+                row_block = c * blocks_per_chunk + i
+                C_in = load_rows(C, b, row_block, g, n, BLOCK_M, BLOCK_N).astype(mma_dtype)
+                dB_j = ct.mma(ct.transpose(dscores_block(dscores, b, c, g, i, j, BLOCK_M)),
+                              C_in, dB_j)
+        if HAS_SEQ_IDX:
+            seq_j = rows_seq(seq_idx, b, col_block, BLOCK_M)              # (BLOCK_M, 1)
+        for head in range(HEADS_PER_BLOCK):
+            h = first_head + head
+            dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1),
+                                         (1, 1, 1, 1)), (1, 1)) * LOG2E
+            dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
+                              (BLOCK_M, 1)) * LOG2E
+            dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
+            x_j = load_rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
+            to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)         # (BLOCK_M, 1)
             if HAS_SEQ_IDX:
-                seq_j = rows_seq(seq_idx, b, col_block, BLOCK_M)              # (BLOCK_M, 1)
-            for head in range(HEADS_PER_BLOCK):
-                h = first_head + head
-                dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1),
-                                             (1, 1, 1, 1)), (1, 1)) * LOG2E
-                dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
-                                  (BLOCK_M, 1)) * LOG2E
-                dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
-                x_j = load_rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
-                to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)         # (BLOCK_M, 1)
-                if HAS_SEQ_IDX:
-                    to_end = ct.where(seq_j == seq_leave, to_end, 0.0)
-                dh_n = state_columns(dstates, b, h, c, n, HEADDIM, BLOCK_N)
-                dB_j = ct.mma((x_j * (to_end * dt_j)).astype(mma_dtype),
-                              dh_n.astype(mma_dtype), dB_j)
-                if HAS_VARLEN:
-                    first_k, end_k = sequences_ending_in(chunk_sequences, c)
-                    for k in range(first_k, end_k):
-                        start, last = sequence_tokens(cu_seqlens, k)
-                        if ((start < col_block * BLOCK_M + BLOCK_M)
-                                & (last >= col_block * BLOCK_M)):
-                            to_e = to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
-                                                   last, CHUNK_SIZE, BLOCK_M)
-                            G_n = ct.reshape(ct.load(dvarlen_states, (k, h, 0, n),
-                                                     (1, 1, HEADDIM, BLOCK_N),
-                                                     padding_mode=zero), (HEADDIM, BLOCK_N))
-                            dB_j = ct.mma((x_j * (to_e * dt_j)).astype(mma_dtype),
-                                          G_n.astype(mma_dtype), dB_j)
-            ct.store(dB, (b, col_block, split, n), ct.reshape(dB_j, (1, BLOCK_M, 1, BLOCK_N)))
+                to_end = ct.where(seq_j == seq_leave, to_end, 0.0)
+            dh_n = state_columns(dstates, b, h, c, n, HEADDIM, BLOCK_N)
+            dB_j = ct.mma((x_j * (to_end * dt_j)).astype(mma_dtype),
+                          dh_n.astype(mma_dtype), dB_j)
+            if HAS_VARLEN:
+                first_k, end_k = sequences_ending_in(chunk_sequences, c)
+                for k in range(first_k, end_k):
+                    start, last = sequence_tokens(cu_seqlens, k)
+                    if ((start < col_block * BLOCK_M + BLOCK_M)
+                            & (last >= col_block * BLOCK_M)):
+                        to_e = to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
+                                               last, CHUNK_SIZE, BLOCK_M)
+                        G_n = ct.reshape(ct.load(dvarlen_states, (k, h, 0, n),
+                                                 (1, 1, HEADDIM, BLOCK_N),
+                                                 padding_mode=zero), (HEADDIM, BLOCK_N))
+                        dB_j = ct.mma((x_j * (to_e * dt_j)).astype(mma_dtype),
+                                      G_n.astype(mma_dtype), dB_j)
+        ct.store(dB, (b, col_block, split, n), ct.reshape(dB_j, (1, BLOCK_M, 1, BLOCK_N)))
 
     # dC_i on this block's columns: row blocks i; dscores B_j over the column blocks j <= i,
     # then each head's part through the state entering the chunk.
-    for i in range(blocks_per_chunk):
+    for i in range(token_blocks):
         row_block = c * blocks_per_chunk + i
-        if row_block * BLOCK_M < seqlen:
-            dC_i = ct.zeros((BLOCK_M, BLOCK_N), dtype=ct.float32)
-            if in_chunk:
-                for j in range(i + 1):
-                    B_jn = load_rows(B, b, c * blocks_per_chunk + j, g, n, BLOCK_M,
-                                     BLOCK_N).astype(mma_dtype)
-                    dC_i = ct.mma(dscores_block(dscores, b, c, g, i, j, BLOCK_M), B_jn, dC_i)
+        dC_i = ct.zeros((BLOCK_M, BLOCK_N), dtype=ct.float32)
+        if in_chunk:
+            for j in range(i + 1):
+                B_jn = load_rows(B, b, c * blocks_per_chunk + j, g, n, BLOCK_M,
+                                 BLOCK_N).astype(mma_dtype)
+                dC_i = ct.mma(dscores_block(dscores, b, c, g, i, j, BLOCK_M), B_jn, dC_i)
+        if HAS_SEQ_IDX:
+            seq_i = rows_seq(seq_idx, b, row_block, BLOCK_M)              # (BLOCK_M, 1)
+        for head in range(HEADS_PER_BLOCK):
+            h = first_head + head
+            dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)),
+                              (BLOCK_M, 1)) * LOG2E
+            dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
+            h_n = state_columns(chunk_states, b, h, c, n, HEADDIM, BLOCK_N)
+            read_out = ct.exp2(dA_i, flush_to_zero=True)                 # (BLOCK_M, 1)
             if HAS_SEQ_IDX:
-                seq_i = rows_seq(seq_idx, b, row_block, BLOCK_M)              # (BLOCK_M, 1)
-            for head in range(HEADS_PER_BLOCK):
-                h = first_head + head
-                dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)),
-                                  (BLOCK_M, 1)) * LOG2E
-                dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
-                h_n = state_columns(chunk_states, b, h, c, n, HEADDIM, BLOCK_N)
-                read_out = ct.exp2(dA_i, flush_to_zero=True)                 # (BLOCK_M, 1)
-                if HAS_SEQ_IDX:
-                    read_out = ct.where(seq_i == seq_enter, read_out, 0.0)
-                dC_i = ct.mma((dy_i * read_out).astype(mma_dtype), h_n.astype(mma_dtype), dC_i)
-            ct.store(dC, (b, row_block, split, n), ct.reshape(dC_i, (1, BLOCK_M, 1, BLOCK_N)))
+                read_out = ct.where(seq_i == seq_enter, read_out, 0.0)
+            dC_i = ct.mma((dy_i * read_out).astype(mma_dtype), h_n.astype(mma_dtype), dC_i)
+        ct.store(dC, (b, row_block, split, n), ct.reshape(dC_i, (1, BLOCK_M, 1, BLOCK_N)))
