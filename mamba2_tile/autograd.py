@@ -61,18 +61,6 @@ from mamba2_tile.kernels.launching import KernelLaunch
 from mamba2_tile.kernels.options import FwdPassStateOptions
 from mamba2_tile.kernels.varlen_states import varlen_states
 
-# The largest chunk the backward runs at where a larger one has hung on a GPU: bwd_chunk's launch
-# at chunk 128 or 256 never returned, on an H200 and an H100, for float32 inputs
-# (data/h200_gpu_tests_2026-12-04b.txt), packed bfloat16 ones with dstate other than 128
-# (data/h100_gpu_tests_backward_2026-12-06b.txt) and unpacked bfloat16 ones whose last chunk is
-# partial (data/h100_bwd_hang_probe_2026-12-06.txt), while at chunk 64 every GPU test passed
-# and unpacked 16-bit inputs in whole chunks of 128 and 256 are the benchmark's training rows.
-# The cause is not yet found (data/sm90_packed_bwd_loads_2026-12-06.txt). The gradients do not
-# depend on the chunking and the backward recomputes everything it needs from the inputs; the
-# price is dA's gradient error, which grows with the number of chunks (about twice chunk 256's:
-# data/h200_bwd_chunk_split.txt).
-SAFE_BACKWARD_CHUNK = 64
-
 # fwd_pass_state again, for the states entering each chunk: the same walk as bwd_state_pass, with
 # its occupancy hint (the comment at BWD_STATE_PASS_OCCUPANCY says what it buys).
 STATE_RECOMPUTE_OPTIONS = FwdPassStateOptions(occupancy=BWD_STATE_PASS_OCCUPANCY)
@@ -181,8 +169,6 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
     (num_sequences, h, p, n), with ``cu_seqlens``: the gradient of each sequence's last state
     (module doc)."""
     seqlen, nheads = x.shape[1], x.shape[2]
-    if x.dtype == torch.float32 or seq_idx is not None or seqlen % chunk_size:
-        chunk_size = min(chunk_size, SAFE_BACKWARD_CHUNK)
     dA_cumsum, dt_chunks = chunk_cumsum(dt, A, chunk_size, dt_bias=dt_bias,
                                         dt_softplus=dt_softplus, dt_limit=tuple(dt_limit))
     # The states entering each chunk in the input dtype: bwd_chunk rounds them to it for its

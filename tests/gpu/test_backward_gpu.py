@@ -6,9 +6,10 @@ Skipped unless torch sees a CUDA device and the real ``cuda.tile`` imports. Cove
 both shapes, ``initial_states``, ``dt_softplus`` with ``dt_limit``, one and two groups, and
 bfloat16 cases; then packed sequences (``seq_idx``) in bfloat16 at every chunk size and dstate
 16-256, against the recurrence reset where ``seq_idx`` changes, and each sequence's last state
-(``return_varlen_states``) in the loss too. Float32 inputs, packed ones and a partial last chunk
-run their backward at chunk 64 whatever the forward's (``autograd.SAFE_BACKWARD_CHUNK``); the
-bfloat16 cases in whole chunks keep 128 and 256.
+(``return_varlen_states``) in the loss too. The backward runs at the forward's chunk; the cases
+at chunk 128 and 256 whose last chunk is partial are those whose launches hung on Hopper before
+bwd_chunk's loops stopped at the last row block holding a token
+(data/h100_bwd_row_block_fix_2026-12-06.txt).
 """
 
 import sys
@@ -140,7 +141,6 @@ def test_float32_gradients_within_issue_target(chunk_size):
 def test_bwd_chunk_heads_per_block(monkeypatch, min_blocks):
     # Two heads of a group summed in one block, or one head a block.
     monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_MIN_BLOCKS", min_blocks)
-    # Whole chunks, so the backward runs at the forward's chunk 128 (autograd.SAFE_BACKWARD_CHUNK).
     case = Case(batch=2, seqlen=384, nheads=4, headdim=64, dstate=64, ngroups=2,
                 dtype=torch.bfloat16, D="channel", z=True, initial_states=True, seed=13)
     check(case, 128, tolerance=BFLOAT16_TOLERANCE, device="cuda")
