@@ -23,7 +23,7 @@ from mamba2_tile.kernels import bwd_chunk
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kernels"))  # grad_cases
 
-from grad_cases import DECAY_ERROR_RATIO, check, gradient_errors  # noqa: E402
+from grad_cases import BFLOAT16_TOLERANCE, DECAY_ERROR_RATIO, check, gradient_errors  # noqa: E402
 from ssd_cases import Case  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not dispatch.gpu_available(),
@@ -37,9 +37,6 @@ FEATURES = [
     dict(D="channel", dt_bias=True, dt_softplus=True, dt_limit=(0.001, 0.5), initial_states=True),
     dict(D="channel", z=True, ngroups=2),
 ]
-
-
-BFLOAT16_TOLERANCE = 5e-2
 
 
 @pytest.mark.parametrize("dstate", [16, 64, 128, 256])

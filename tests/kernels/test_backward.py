@@ -11,8 +11,8 @@ gradient's largest entry.
 import pytest
 import torch
 
-from grad_cases import (DECAY_ERROR_RATIO, FLOAT32_TOLERANCE, check, gradient_errors,
-                         gradients)
+from grad_cases import (BFLOAT16_TOLERANCE, DECAY_ERROR_RATIO, FLOAT32_TOLERANCE, check,
+                         gradient_errors, gradients)
 from mamba2_tile import autograd
 from mamba2_tile.api import mamba_chunk_scan_combined
 from mamba2_tile.dispatch import kernel_function
@@ -59,7 +59,7 @@ def bwd_chunk_sizes(monkeypatch):
     (torch.float32, 256, 256), (torch.float32, 300, 128), (torch.bfloat16, 300, 128),
     (torch.bfloat16, 300, 256), (torch.bfloat16, 256, 128)])
 def test_backward_runs_at_the_forward_chunk(bwd_chunk_sizes, dtype, seqlen, chunk_size):
-    tolerance = 0.05 if dtype == torch.bfloat16 else FLOAT32_TOLERANCE
+    tolerance = BFLOAT16_TOLERANCE if dtype == torch.bfloat16 else FLOAT32_TOLERANCE
     check(Case(seqlen=seqlen, nheads=2, headdim=16, dstate=16, dtype=dtype, D="head", seed=19),
           chunk_size=chunk_size, tolerance=tolerance)
     assert bwd_chunk_sizes == [chunk_size]
@@ -90,7 +90,7 @@ def test_states_recomputed_with_the_occupancy_hint(monkeypatch):
     monkeypatch.setattr(autograd, "fwd_pass_state", recording)
     check(Case(seqlen=100, nheads=2, headdim=8, dstate=16, seed=13))
     check(Case(seqlen=100, nheads=2, headdim=8, dstate=16, dtype=torch.bfloat16, seed=13),
-          tolerance=0.05, seq_idx=packed([60, 40]))
+          tolerance=BFLOAT16_TOLERANCE, seq_idx=packed([60, 40]))
     assert [options.occupancy for options in seen] == [2, 2]
 
 
@@ -165,8 +165,8 @@ def test_packed_bfloat16_backward_keeps_the_forward_chunk(bwd_chunk_sizes, chunk
     # Whole chunks with sequence boundaries inside them.
     seq_idx = packed([1, 90, 37, 1, 106, 21])
     check(Case(seqlen=seq_idx.shape[1], nheads=2, headdim=16, dstate=16, dtype=torch.bfloat16,
-               D="head", initial_states=True, seed=18), chunk_size=chunk_size, tolerance=0.05,
-          seq_idx=seq_idx)
+               D="head", initial_states=True, seed=18), chunk_size=chunk_size,
+          tolerance=BFLOAT16_TOLERANCE, seq_idx=seq_idx)
     assert bwd_chunk_sizes == [chunk_size]
 
 
@@ -222,7 +222,7 @@ def test_bfloat16_smoke():
     case = Case(seqlen=70, nheads=2, headdim=8, dstate=8, dtype=torch.bfloat16, D="head",
                 z=True, initial_states=True, seed=10)
     # bfloat16 inputs, float32 kernels: the error is the inputs' rounding in the forward.
-    check(case, tolerance=5e-2)
+    check(case, tolerance=BFLOAT16_TOLERANCE)
 
 
 def cu_seqlens_of(lengths):
@@ -341,7 +341,8 @@ def test_bwd_chunk_heads_per_block(monkeypatch, min_blocks):
 
     monkeypatch.setattr(bwd_chunk, "bwd_chunk_launch", recording)
     check(Case(batch=2, seqlen=100, nheads=8, headdim=4, ngroups=2, dstate=16, D="channel",
-               z=True, initial_states=True, dtype=torch.bfloat16, seed=11), tolerance=5e-2)
+               z=True, initial_states=True, dtype=torch.bfloat16, seed=11),
+          tolerance=BFLOAT16_TOLERANCE)
     assert seen == [2 if min_blocks == 1 else 8]
 
 
