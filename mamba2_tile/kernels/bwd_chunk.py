@@ -583,7 +583,9 @@ BWD_CHUNK_SPLIT_DB_DC_OCCUPANCY = 2
 # 128 registers and 108 KB, two blocks an SM, and the step from 4.12 to 2.79 ms (the two-kernel
 # form, data/h200_bwd_chunk_split.txt: split-64 against split-64-dx-occ2). 8 worker warps on
 # the split form's kernels were timed too and lost (dx 3-20% slower) or tied (dscores, dB/dC):
-# data/h100_bwd_chunk_hints_2026-12-05.txt.
+# data/h100_bwd_chunk_hints_2026-12-05.txt. Since its loops over row blocks lost their run-time
+# branch (data/h100_bwd_row_block_fix_2026-12-06.txt) the whole-chunk dx kernel at dstate 128,
+# chunk 256 compiles to 255 registers whatever the hint; that step took the same time on an H100.
 BWD_CHUNK_SPLIT_DX_OCCUPANCY = 2
 
 
