@@ -90,7 +90,7 @@ import torch
 from mamba2_tile.kernels.bwd_chunk_split import (bwd_chunk_dB_dC_kernel, bwd_chunk_dscores_kernel,
                                                   bwd_chunk_dx_kernel)
 from mamba2_tile.kernels.bwd_chunk_tiles import (decay_t, load_rows, pair_dyx, pair_tiles_t,
-                                                  row_blocks_with_tokens, sequence_tokens,
+                                                  row_blocks_with_tokens, sequence_in_block,
                                                   sequences_ending_in, state_columns,
                                                   to_sequence_end)
 from mamba2_tile.kernels.exp2 import LOG2E
@@ -192,9 +192,8 @@ def bwd_chunk_kernel(
             if HAS_VARLEN:
                 first_k, end_k = sequences_ending_in(chunk_sequences, c)
                 for k in range(first_k, end_k):
-                    start, last = sequence_tokens(cu_seqlens, k)
-                    if ((start < col_block * BLOCK_M + BLOCK_M)
-                            & (last >= col_block * BLOCK_M)):
+                    start, last, in_block = sequence_in_block(cu_seqlens, k, col_block, BLOCK_M)
+                    if in_block:
                         to_e = to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
                                                last, CHUNK_SIZE, BLOCK_M)
                         G = ct.load(dvarlen_states, (k, h, 0, 0), (1, 1, HEADDIM, DSTATE),
@@ -210,16 +209,11 @@ def bwd_chunk_kernel(
                         dB_j = ct.mma((x_j * (to_e * dt_j)).astype(mma_dtype), G, dB_j)
             B_dB_pairs = ct.zeros((BLOCK_M,), dtype=ct.float32)
             for i in range(j, token_blocks):
-                row_block = c * blocks_per_chunk + i
-                C_i = load_rows(C, b, row_block, g, 0, BLOCK_M, DSTATE).astype(mma_dtype)
-                dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM).astype(mma_dtype)
-                rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32),
-                                  (1, BLOCK_M))
                 # Transposed pieces, (j, i).
-                scores_t, dyx_t, pairs_t = pair_tiles_t(
-                    B_j, C_i, x_j.astype(mma_dtype), dy_i,
-                    decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M), rows, cols, seq_idx, b,
-                    row_block, col_block, BLOCK_M, HAS_SEQ_IDX)
+                C_i, dy_i, scores_t, dyx_t, pairs_t = pair_tiles_t(
+                    B_j, x_j.astype(mma_dtype), C, dy, dA_cumsum, dA_j, cols, seq_idx, b, h, g,
+                    c, i, c * blocks_per_chunk + i, col_block, BLOCK_M, DSTATE, HEADDIM,
+                    HAS_SEQ_IDX)
                 B_dB_pairs = B_dB_pairs + ct.sum(pairs_t, axis=1)
                 u = ct.mma(scores_t.astype(mma_dtype), dy_i, u)
                 dB_j = ct.mma((dyx_t * dt_j).astype(mma_dtype), C_i, dB_j)
@@ -361,8 +355,8 @@ def bwd_chunk_float32_kernel(
             # The sequences ending in this chunk (bwd_chunk_kernel, module doc).
             first_k, end_k = sequences_ending_in(chunk_sequences, c)
             for k in range(first_k, end_k):
-                start, last = sequence_tokens(cu_seqlens, k)
-                if (start < col_block * BLOCK_M + BLOCK_M) & (last >= col_block * BLOCK_M):
+                start, last, in_block = sequence_in_block(cu_seqlens, k, col_block, BLOCK_M)
+                if in_block:
                     to_e = to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
                                            last, CHUNK_SIZE, BLOCK_M)
                     G_u = ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)
@@ -426,9 +420,8 @@ def bwd_chunk_float32_kernel(
             if HAS_VARLEN:
                 first_k, end_k = sequences_ending_in(chunk_sequences, c)
                 for k in range(first_k, end_k):
-                    start, last = sequence_tokens(cu_seqlens, k)
-                    if ((start < col_block * BLOCK_M + BLOCK_M)
-                            & (last >= col_block * BLOCK_M)):
+                    start, last, in_block = sequence_in_block(cu_seqlens, k, col_block, BLOCK_M)
+                    if in_block:
                         to_e = to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
                                                last, CHUNK_SIZE, BLOCK_M)
                         G_n = ct.reshape(ct.load(dvarlen_states, (k, h, 0, n),

@@ -1,7 +1,7 @@
 """Tile helpers the per-chunk gradient kernels share (:mod:`mamba2_tile.kernels.bwd_chunk` and
-:mod:`mamba2_tile.kernels.bwd_chunk_split`): row blocks of a (b, l, k, w) array and how many of a
-chunk's hold tokens, the decays between positions of a chunk, and the masked ``(BLOCK_M, BLOCK_M)`` tiles of a pair of row
-blocks."""
+:mod:`mamba2_tile.kernels.bwd_chunk_split`): row blocks of a (b, l, k, w) array and how many
+of a chunk's hold tokens, the decays between positions of a chunk, the masked ``(BLOCK_M,
+BLOCK_M)`` tiles of a pair of row blocks, and the packed sequences a row block holds."""
 
 from mamba2_tile.kernels.exp2 import LOG2E
 from mamba2_tile.kernels.packing import rows_seq
@@ -55,15 +55,21 @@ def decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M):
 
 
 @ct.function
-def pair_tiles_t(B_j, C_i, x_j, dy_i, decay, rows, cols, seq_idx, b, row_block, col_block,
-                 BLOCK_M, HAS_SEQ_IDX):
-    """The ``(BLOCK_M, BLOCK_M)`` float32 tiles of row blocks ``j <= i`` at (j, i), all in the
-    mma dtype but ``decay`` (:func:`decay_t`), ``rows`` ``(1, BLOCK_M)`` and ``cols``
-    ``(BLOCK_M, 1)`` their positions in the chunk: returns ``(scores_t, dyx_t, pairs_t)``, ``L ∘
-    B_j C_iᵀ`` and ``L ∘ x_j dy_iᵀ`` (zero where the causal or the sequence mask is), and ``B_j
-    C_iᵀ ∘ L ∘ x_j dy_iᵀ``, the in-chunk pairs of ``dA``'s gradient from float32 tiles, ``dt_j``
-    aside: its row sums are ``B_j · dB_j``'s, its column sums (with ``dt_j``) ``C_i · dC_i``'s
-    (module doc of :mod:`mamba2_tile.kernels.bwd_chunk`)."""
+def pair_tiles_t(B_j, x_j, C, dy, dA_cumsum, dA_j, cols, seq_idx, b, h, g, c, i, row_block,
+                 col_block, BLOCK_M, DSTATE, HEADDIM, HAS_SEQ_IDX):
+    """Row block ``i`` of chunk ``c`` (``row_block`` of seqlen) against column block ``j <= i``
+    (``col_block``: ``B_j`` and ``x_j`` in the mma dtype, ``dA_j`` a column in log2 units,
+    ``cols`` ``(BLOCK_M, 1)`` its positions in the chunk). Loads ``C_i`` and ``dy_i`` in the mma
+    dtype and returns ``(C_i, dy_i, scores_t, dyx_t, pairs_t)``, the last three ``(BLOCK_M,
+    BLOCK_M)`` float32 tiles at (j, i): ``L ∘ B_j C_iᵀ`` and ``L ∘ x_j dy_iᵀ`` (zero where the
+    causal or the sequence mask is), and ``B_j C_iᵀ ∘ L ∘ x_j dy_iᵀ``, the in-chunk pairs of
+    ``dA``'s gradient from float32 tiles, ``dt_j`` aside: its row sums are ``B_j · dB_j``'s, its
+    column sums (with ``dt_j``) ``C_i · dC_i``'s (module doc of
+    :mod:`mamba2_tile.kernels.bwd_chunk`)."""
+    C_i = load_rows(C, b, row_block, g, 0, BLOCK_M, DSTATE).astype(B_j.dtype)
+    dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM).astype(B_j.dtype)
+    rows = ct.reshape(i * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (1, BLOCK_M))
+    decay = decay_t(dA_cumsum, b, h, c, i, dA_j, BLOCK_M)
     mask = rows >= cols
     if HAS_SEQ_IDX:
         # Tokens of different sequences never meet (the in-chunk mask).
@@ -72,7 +78,7 @@ def pair_tiles_t(B_j, C_i, x_j, dy_i, decay, rows, cols, seq_idx, b, row_block, 
     scores_t = ct.mma(B_j, ct.transpose(C_i), ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
     dyx_t = ct.mma(x_j, ct.transpose(dy_i), ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32))
     dyx_t = ct.where(mask, dyx_t * decay, 0.0)
-    return ct.where(mask, scores_t * decay, 0.0), dyx_t, scores_t * dyx_t
+    return C_i, dy_i, ct.where(mask, scores_t * decay, 0.0), dyx_t, scores_t * dyx_t
 
 
 @ct.function
@@ -104,10 +110,12 @@ def sequences_ending_in(chunk_sequences, c):
 
 
 @ct.function
-def sequence_tokens(cu_seqlens, k):
-    """``(start, last)``: the first and the last token of packed sequence ``k``."""
+def sequence_in_block(cu_seqlens, k, row_block, BLOCK_M):
+    """``(start, last, overlaps)``: the first and the last token of packed sequence ``k``, and
+    whether any of its tokens lies in row block ``row_block`` (``BLOCK_M`` units of seqlen)."""
     start = ct.reshape(ct.load(cu_seqlens, (k,), (1,)).astype(ct.int32), ())
-    return start, ct.reshape(ct.load(cu_seqlens, (k + 1,), (1,)).astype(ct.int32), ()) - 1
+    last = ct.reshape(ct.load(cu_seqlens, (k + 1,), (1,)).astype(ct.int32), ()) - 1
+    return start, last, (start < row_block * BLOCK_M + BLOCK_M) & (last >= row_block * BLOCK_M)
 
 
 @ct.function
