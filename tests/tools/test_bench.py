@@ -310,6 +310,16 @@ def test_training_preset_holds_the_issue_rows():
     assert cli.parse_args(["--backward"]).preset == "training"
 
 
+def test_training_shapes_preset_covers_what_the_issue_rows_leave_out():
+    problems = presets.sweep("training-shapes", {})
+    assert {p.dtype for p in problems} == {"bfloat16", "float16", "float32"}
+    assert {1, 8} <= {p.batch for p in problems}
+    assert 128 in {p.headdim for p in problems} and 8 in {p.ngroups for p in problems}
+    assert any(p.seqlen % p.chunk_size for p in problems)
+    assert not set(problems) & set(presets.sweep("training", {}))
+    assert cli.parse_args(["--backward", "--preset", "training-shapes"]).problems == problems
+
+
 @pytest.mark.parametrize("argv, words", [
     (["--backward", "--ablation"], ["--ablation", "--backward"]),
     (["--backward", "--totals-only"], ["--totals-only"]),

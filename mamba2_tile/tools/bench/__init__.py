@@ -8,6 +8,7 @@ PyTorch).
     python -m mamba2_tile.tools.bench --ablation         # the optimizations one by one (see below)
     python -m mamba2_tile.tools.bench --preset models --name h200_models   # issue 12's shapes
     python -m mamba2_tile.tools.bench --backward --name h200_backward      # training
+    python -m mamba2_tile.tools.bench --backward --preset training-shapes  # training, other shapes
     python -m mamba2_tile.tools.bench --preset models --dtype float32     # some of a preset's shapes
 
 For every shape it prints one row: per-kernel and total time of this package, mamba_ssm's

@@ -65,6 +65,20 @@ PRESETS["training"] = [Problem(*dims) for dims in [
     *[(8, 16384, 64, 64, 128, 1, chunk, "bfloat16") for chunk in (64, 128, 256)],
 ]]
 
+# Training on the other shapes people run (``--backward --preset training-shapes``), which the
+# issue's rows above leave out: the models preset's headdim 128, eight groups and float16 rows,
+# batch-1 prefill of a 130M- and a 2.7B-size layer (as packed sequences train), float32, and a
+# last chunk cut short (seqlen not a multiple of the chunk).
+PRESETS["training-shapes"] = [Problem(*dims) for dims in [
+    (4, 8192, 32, 128, 128, 1, 256, "bfloat16"),
+    (8, 8192, 64, 64, 128, 8, 256, "bfloat16"),
+    (8, 2048, 64, 64, 128, 1, 256, "float16"),
+    (1, 8192, 24, 64, 128, 1, 256, "bfloat16"),
+    (1, 32768, 80, 64, 128, 1, 256, "bfloat16"),
+    *[(8, 2100, 64, 64, dstate, 1, 256, "bfloat16") for dstate in (128, 256)],
+    *[(8, 2048, 64, 64, 128, 1, chunk, "float32") for chunk in (64, 256)],
+]]
+
 # The ablation (``--ablation``): (step, switches added to the previous step or "autotune",
 # which input dtypes the step applies to; None: all).
 LADDER = [
