@@ -90,13 +90,13 @@ import torch
 from mamba2_tile.kernels.bwd_chunk_split import (bwd_chunk_dB_dC_kernel, bwd_chunk_dscores_kernel,
                                                   bwd_chunk_dx_kernel)
 from mamba2_tile.kernels.bwd_chunk_tiles import (decay_t, load_rows, pair_dyx, pair_tiles_t,
-                                                  row_blocks_with_tokens, sequence_in_block,
-                                                  sequences_ending_in, state_columns,
-                                                  to_sequence_end)
+                                                  sequence_in_block, sequences_ending_in,
+                                                  state_columns, to_sequence_end)
 from mamba2_tile.kernels.exp2 import LOG2E
 from mamba2_tile.kernels.launching import (KernelLaunch, next_power_of_2, placeholder,
                                            seq_placeholder, with_hints)
 from mamba2_tile.kernels.packing import last_seq, rows_seq, seq_before
+from mamba2_tile.kernels.row_blocks import row_blocks_with_tokens
 from mamba2_tile.kernels.split_tf32 import split_mma
 from mamba2_tile.tile import ct
 

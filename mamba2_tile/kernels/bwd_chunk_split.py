@@ -54,11 +54,11 @@ reading a precomputed ``C Bᵀ`` in the dx kernel instead of forming it per head
 """
 
 from mamba2_tile.kernels.bwd_chunk_tiles import (load_rows, pair_dyx, pair_tiles_t,
-                                                  row_blocks_with_tokens, sequence_in_block,
-                                                  sequences_ending_in, state_columns,
-                                                  to_sequence_end)
+                                                  sequence_in_block, sequences_ending_in,
+                                                  state_columns, to_sequence_end)
 from mamba2_tile.kernels.exp2 import LOG2E
 from mamba2_tile.kernels.packing import last_seq, rows_seq, seq_before
+from mamba2_tile.kernels.row_blocks import row_blocks_with_tokens
 from mamba2_tile.tile import ct
 
 

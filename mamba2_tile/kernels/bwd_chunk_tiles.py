@@ -1,6 +1,5 @@
 """Tile helpers the per-chunk gradient kernels share (:mod:`mamba2_tile.kernels.bwd_chunk` and
-:mod:`mamba2_tile.kernels.bwd_chunk_split`): row blocks of a (b, l, k, w) array and how many
-of a chunk's hold tokens, the decays between positions of a chunk, the masked ``(BLOCK_M,
+:mod:`mamba2_tile.kernels.bwd_chunk_split`): row blocks of a (b, l, k, w) array, the decays between positions of a chunk, the masked ``(BLOCK_M,
 BLOCK_M)`` tiles of a pair of row blocks, and the packed sequences a row block holds."""
 
 from mamba2_tile.kernels.exp2 import LOG2E
@@ -16,21 +15,6 @@ def load_rows(array, b, row_block, k, column_block, BLOCK_M, WIDTH):
     tile = ct.load(array, (b, row_block, k, column_block), (1, BLOCK_M, 1, WIDTH),
                    padding_mode=ct.PaddingMode.ZERO)
     return ct.reshape(tile, (BLOCK_M, WIDTH))
-
-
-@ct.function
-def row_blocks_with_tokens(seqlen, c, CHUNK_SIZE, BLOCK_M, WHOLE_CHUNKS):
-    """How many of chunk ``c``'s row blocks hold a token: all ``CHUNK_SIZE // BLOCK_M`` but in a
-    last chunk that ends early. The kernels' loops over row blocks stop there. They used to run
-    the whole chunk and branch around the blocks past seqlen (a load wholly out of bounds is
-    undefined behaviour); on Hopper some launches with such a block then never returned, others
-    did (data/h100_bwd_row_block_fix_2026-12-06.txt). With ``WHOLE_CHUNKS`` (seqlen a multiple
-    of the chunk) the count is a constant, so those loops keep a fixed length: a count known only
-    at run time made the sm_90 dx kernel spill at dstate 256, chunk 256."""
-    blocks = CHUNK_SIZE // BLOCK_M
-    if not WHOLE_CHUNKS:
-        blocks = min(blocks, ct.cdiv(seqlen - c * CHUNK_SIZE, BLOCK_M))
-    return blocks
 
 
 @ct.function

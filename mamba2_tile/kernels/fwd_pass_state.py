@@ -12,6 +12,9 @@ for the whole sequence. It walks the chunks in order; for each chunk it
 
    The ``(x * w)ᵀ @ B`` product runs on tensor cores (``ct.mma``): the weighted ``x`` is cast back
    to the input dtype (as mamba_ssm's Triton kernel does) and accumulated into the float32 state.
+   For float32 inputs the product is summed ``ROWS`` = 64 positions at a time
+   (:func:`fwd_pass_state_rows`): the same sum, without the registers a whole chunk of float32
+   operands would take.
 
 ``exp(dA_last - dA_i) <= 1`` always (``A < 0``, ``dt >= 0``), so nothing can overflow.
 Blocks for different heads / state tiles are independent; only the chunk loop is sequential.
@@ -35,6 +38,7 @@ from mamba2_tile.kernels.launching import (KernelLaunch, cdiv, expect_options, n
                                            placeholder, seq_placeholder, with_hints)
 from mamba2_tile.kernels.options import FwdPassStateOptions
 from mamba2_tile.kernels.packing import last_seq, rows_seq
+from mamba2_tile.kernels.row_blocks import row_blocks_with_tokens
 from mamba2_tile.kernels.split_tf32 import split_mma
 from mamba2_tile.tile import ct
 
@@ -45,6 +49,7 @@ def fwd_pass_state_tile(
     seq_idx,                               # (b, l) int32: packed sequences
     chunk_states, final_states,            # out: (b, h, c, p, n) or (b, h, c, n, p); (b, h, p, n)
     CHUNK_SIZE, BLOCK_P, BLOCK_N,
+    ROWS,                                  # positions of a chunk per mma, a divisor of CHUNK_SIZE
     HAS_INITIAL_STATES,
     HAS_SEQ_IDX,                           # reset the state where seq_idx changes
     LATENCY,                               # DRAM latency hint for x and B, 1-10; 0 = no hint
@@ -85,37 +90,47 @@ def fwd_pass_state_tile(
             ct.store(chunk_states, (b, h, c, p_tile, n_tile),
                      ct.reshape(entering, (1, 1, 1, BLOCK_P, BLOCK_N)).astype(chunk_states.dtype))
 
-        # Decay weights as a column, one per position of the chunk. Past seqlen dt = 0 (stage 1),
-        # so padded positions get weight 0; dA_last is the cumsum at the chunk's last position.
-        # In log2 units: every exp is an exp2 (kernels/exp2.py).
-        dA = ct.reshape(ct.load(dA_cumsum, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)),
-                        (CHUNK_SIZE, 1)) * LOG2E
-        dt_c = ct.reshape(ct.load(dt, (b, h, c, 0), (1, 1, 1, CHUNK_SIZE)), (CHUNK_SIZE, 1))
+        # In log2 units: every exp is an exp2 (kernels/exp2.py). dA_last is the cumsum at the
+        # chunk's last position.
         dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)),
                              (1, 1)) * LOG2E
-        weight = ct.exp2(dA_last - dA, flush_to_zero=True) * dt_c
         chunk_decay = ct.exp2(dA_last, flush_to_zero=True)
         if HAS_SEQ_IDX:
             # Only the sequence of the chunk's last token leaves it (kernels/packing.py).
             seq_c = rows_seq(seq_idx, b, c, CHUNK_SIZE)
             seq_last = last_seq(seq_c)
-            weight = ct.where(seq_c == seq_last, weight, 0.0)
             chunk_decay = ct.where(seq_last == seq_prev, chunk_decay, 0.0)
             seq_prev = seq_last
+        state = state * chunk_decay
 
-        x_c = ct.load(x, (b, c, h, p_tile), (1, CHUNK_SIZE, 1, BLOCK_P), padding_mode=zero,
-                      latency=latency)
-        x_c = ct.reshape(x_c, (CHUNK_SIZE, BLOCK_P))
-        B_c = ct.load(B, (b, c, g, n_tile), (1, CHUNK_SIZE, 1, BLOCK_N), padding_mode=zero,
-                      latency=latency)
-        B_c = ct.reshape(B_c, (CHUNK_SIZE, BLOCK_N)).astype(mma_dtype)
+        # The chunk's (x * w)ᵀ @ B, ROWS positions at a time (all of them unless the launcher
+        # says fewer: float32 operands of a whole 256-row chunk would spill), up to the last
+        # block of ROWS holding a token.
+        for k in range(row_blocks_with_tokens(x.shape[1], c, CHUNK_SIZE, ROWS,
+                                              ROWS == CHUNK_SIZE)):
+            rows = c * (CHUNK_SIZE // ROWS) + k          # in ROWS units of seqlen
+            # Decay weights as a column, one per position. Past seqlen dt = 0 (stage 1), so
+            # padded positions get weight 0.
+            dA = ct.reshape(ct.load(dA_cumsum, (b, h, c, k), (1, 1, 1, ROWS)), (ROWS, 1)) * LOG2E
+            dt_k = ct.reshape(ct.load(dt, (b, h, c, k), (1, 1, 1, ROWS)), (ROWS, 1))
+            weight = ct.exp2(dA_last - dA, flush_to_zero=True) * dt_k
+            if HAS_SEQ_IDX:
+                seq_k = seq_c if ROWS == CHUNK_SIZE else rows_seq(seq_idx, b, rows, ROWS)
+                weight = ct.where(seq_k == seq_last, weight, 0.0)
 
-        # Rounded to the input dtype first (as mamba_ssm does), then to TF32 if asked.
-        x_weighted = (x_c.astype(ct.float32) * weight).astype(x.dtype).astype(mma_dtype)
-        if SWAP_OPERANDS:
-            state = split_mma(ct.transpose(B_c), x_weighted, state * chunk_decay)
-        else:
-            state = split_mma(ct.transpose(x_weighted), B_c, state * chunk_decay)
+            x_k = ct.load(x, (b, rows, h, p_tile), (1, ROWS, 1, BLOCK_P), padding_mode=zero,
+                          latency=latency)
+            x_k = ct.reshape(x_k, (ROWS, BLOCK_P))
+            B_k = ct.load(B, (b, rows, g, n_tile), (1, ROWS, 1, BLOCK_N), padding_mode=zero,
+                          latency=latency)
+            B_k = ct.reshape(B_k, (ROWS, BLOCK_N)).astype(mma_dtype)
+
+            # Rounded to the input dtype first (as mamba_ssm does), then to TF32 if asked.
+            x_weighted = (x_k.astype(ct.float32) * weight).astype(x.dtype).astype(mma_dtype)
+            if SWAP_OPERANDS:
+                state = split_mma(ct.transpose(B_k), x_weighted, state)
+            else:
+                state = split_mma(ct.transpose(x_weighted), B_k, state)
 
     if SWAP_OPERANDS:
         state = ct.transpose(state)
@@ -132,7 +147,7 @@ def fwd_pass_state_kernel(
 ):
     """Every switch off: the validated kernel, with the signature notebook 06 builds."""
     fwd_pass_state_tile(x, B, dt, dA_cumsum, initial_states, x, chunk_states, final_states,
-                        CHUNK_SIZE, BLOCK_P, BLOCK_N, HAS_INITIAL_STATES, False,
+                        CHUNK_SIZE, BLOCK_P, BLOCK_N, CHUNK_SIZE, HAS_INITIAL_STATES, False,
                         0, False, False, False)
 
 
@@ -148,11 +163,26 @@ def fwd_pass_state_switched_kernel(
     SWAP_OPERANDS: ct.Constant[bool],
     STATES_TRANSPOSED: ct.Constant[bool],
     TF32: ct.Constant[bool],
+    ROWS: ct.Constant[int],                # positions of a chunk per mma (fwd_pass_state_rows)
 ):
-    """Any switch on (see :mod:`mamba2_tile.kernels.options`), or packed sequences."""
+    """Any switch on (see :mod:`mamba2_tile.kernels.options`), packed sequences, or a chunk's
+    product in several steps."""
     fwd_pass_state_tile(x, B, dt, dA_cumsum, initial_states, seq_idx, chunk_states,
-                        final_states, CHUNK_SIZE, BLOCK_P, BLOCK_N, HAS_INITIAL_STATES,
+                        final_states, CHUNK_SIZE, BLOCK_P, BLOCK_N, ROWS, HAS_INITIAL_STATES,
                         HAS_SEQ_IDX, LATENCY, SWAP_OPERANDS, STATES_TRANSPOSED, TF32)
+
+
+# Float32 operands (exact float32 runs split TF32, kernels/split_tf32.py) of a whole chunk of 256
+# positions are 128 KB of x and B for one block: compiled for sm_90 the kernel spilled 296 bytes
+# a thread, 93 loads and 103 stores in its loop, where 64 positions at a time spill nothing (the
+# same kernel at chunk 64: 219 registers). 16-bit operands keep the chunk in one product.
+FLOAT32_ROWS = 64
+
+
+def fwd_pass_state_rows(chunk_size, dtype):
+    """Positions of a chunk summed into the state per ``mma``: the whole chunk, or
+    :data:`FLOAT32_ROWS` at a time for float32 inputs."""
+    return min(chunk_size, FLOAT32_ROWS) if dtype == torch.float32 else chunk_size
 
 
 def fwd_pass_state_tiles(headdim, dstate, options=FwdPassStateOptions()):
@@ -171,7 +201,8 @@ def fwd_pass_state_launch(x, B, dt, dA_cumsum, initial_states=None, options=FwdP
     ``(b, h, c, n, p)`` when ``transposed_layout``, and in the input dtype when
     ``low_precision_states``; ``final_states`` is always ``(b, h, p, n)`` float32. ``seq_idx``
     (b, l) int32 packs several sequences in a row (:mod:`mamba2_tile.kernels.packing`); it runs
-    the switched kernel, the plain one keeping notebook 06's signature.
+    the switched kernel, the plain one keeping notebook 06's signature, as do float32 inputs at
+    chunks longer than :data:`FLOAT32_ROWS` (:func:`fwd_pass_state_rows`).
     """
     expect_options(options, FwdPassStateOptions)
     batch, _, nheads, headdim = x.shape
@@ -188,11 +219,12 @@ def fwd_pass_state_launch(x, B, dt, dA_cumsum, initial_states=None, options=FwdP
     constants = (chunk_size, block_p, block_n, initial_states is not None)
     switches = (options.latency_constant(), options.swap_operands, transposed_layout,
                 options.use_tf32(x.dtype))
-    if any(switches) or seq_idx is not None:
+    rows = fwd_pass_state_rows(chunk_size, x.dtype)
+    if any(switches) or seq_idx is not None or rows != chunk_size:
         kernel = fwd_pass_state_switched_kernel
         args = (x, B, dt, dA_cumsum, initial,
                 seq_placeholder(x) if seq_idx is None else seq_idx, chunk_states, final_states,
-                *constants, seq_idx is not None, *switches)
+                *constants, seq_idx is not None, *switches, rows)
     else:
         kernel = fwd_pass_state_kernel
         args = (x, B, dt, dA_cumsum, initial, chunk_states, final_states, *constants)

@@ -1,11 +1,14 @@
 """fwd_pass_state on the CPU tile interpreter against reference.fwd_pass_state (float64)."""
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
 from mamba2_tile import reference
 from mamba2_tile.kernels import fwd_pass_state, fwd_pass_state_launch
+from mamba2_tile.kernels.fwd_pass_state import (FLOAT32_ROWS, fwd_pass_state_rows,
+                                                fwd_pass_state_switched_kernel)
 from mamba2_tile.tolerances import TOLERANCES, assert_close, to_numpy
 from ssd_cases import stage_shapes
 
@@ -59,3 +62,16 @@ def test_launch_can_be_inspected_without_running():
     launch, (chunk_states, final_states) = fwd_pass_state_launch(x, B, dA_cumsum, dA_cumsum)
     assert launch.grid == (6, 2, 1)              # batch * heads, headdim tiles, dstate tiles
     assert chunk_states.shape == (2, 3, 3, 80, 16) and final_states.shape == (2, 3, 80, 16)
+
+
+@pytest.mark.parametrize("chunk_size, seqlen", [(256, 300), (256, 512), (128, 129)])
+def test_float32_sums_a_chunk_64_positions_at_a_time(chunk_size, seqlen):
+    """Float32 inputs at chunks over 64 positions run the switched kernel with ROWS = 64 (a whole
+    chunk of float32 operands spills on sm_90), and stop at the last 64 positions holding a
+    token: at 300 tokens, chunk 256, the last chunk's blocks 2 and 3 are wholly past seqlen."""
+    rng = np.random.default_rng(2)
+    inputs = stage_inputs(rng, 1, seqlen, 2, 64, 1, 32, chunk_size, torch.float32, True)
+    launch, _ = fwd_pass_state_launch(*inputs)
+    assert launch.kernel is fwd_pass_state_switched_kernel and launch.args[-1] == FLOAT32_ROWS
+    assert fwd_pass_state_rows(chunk_size, torch.bfloat16) == chunk_size
+    check(*inputs)
