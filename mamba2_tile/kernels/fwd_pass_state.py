@@ -115,6 +115,7 @@ def fwd_pass_state_tile(
             dt_k = ct.reshape(ct.load(dt, (b, h, c, k), (1, 1, 1, ROWS)), (ROWS, 1))
             weight = ct.exp2(dA_last - dA, flush_to_zero=True) * dt_k
             if HAS_SEQ_IDX:
+                # One product for the chunk: its rows' sequences are loaded already.
                 seq_k = seq_c if ROWS == CHUNK_SIZE else rows_seq(seq_idx, b, rows, ROWS)
                 weight = ct.where(seq_k == seq_last, weight, 0.0)
 

@@ -90,6 +90,14 @@ def test_every_path_keeps_sequences_apart(path, chunk_size):
     check(case, chunk_size, PATHS[path], lengths, where=path)
 
 
+@pytest.mark.parametrize("path", ["three-kernel", "three-kernel-switches"])
+def test_float32_chunk_states_summed_in_blocks_keep_sequences_apart(path):
+    # Float32 at chunk 256: fwd_pass_state sums a chunk 64 positions a product (FLOAT32_ROWS),
+    # with boundaries inside and across those blocks and a last chunk of 112 tokens.
+    case = Case(batch=1, seqlen=368, nheads=2, headdim=8, dstate=8, initial_states=True, seed=21)
+    check(case, 256, PATHS[path], [1, 100, 37, 200, 30], where=path)
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_precomputed_scores_are_masked_too(path):
     # Above dstate 128 the fused kernel reads C Bᵀ from chunk_scores instead of forming it.
