@@ -1,6 +1,7 @@
 """Tile helpers the per-chunk gradient kernels share (:mod:`mamba2_tile.kernels.bwd_chunk` and
-:mod:`mamba2_tile.kernels.bwd_chunk_split`): row blocks of a (b, l, k, w) array, the decays between positions of a chunk, the masked ``(BLOCK_M,
-BLOCK_M)`` tiles of a pair of row blocks, and the packed sequences a row block holds."""
+:mod:`mamba2_tile.kernels.bwd_chunk_split`): row blocks of a (b, l, k, w) array, the decays
+between positions of a chunk, the masked ``(BLOCK_M, BLOCK_M)`` tiles of a pair of row blocks,
+and the packed sequences a row block holds."""
 
 from mamba2_tile.kernels.exp2 import LOG2E
 from mamba2_tile.kernels.packing import rows_seq
