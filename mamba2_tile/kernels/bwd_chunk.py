@@ -90,8 +90,9 @@ import torch
 from mamba2_tile.kernels.bwd_chunk_split import (bwd_chunk_dB_dC_kernel, bwd_chunk_dscores_kernel,
                                                   bwd_chunk_dx_kernel)
 from mamba2_tile.kernels.bwd_chunk_tiles import (decay_t, load_rows, pair_dyx, pair_tiles_t,
-                                                  sequence_in_block, sequences_ending_in,
-                                                  state_columns, to_sequence_end)
+                                                  sequence_in_block, sequence_state_columns,
+                                                  sequences_ending_in, state_columns,
+                                                  to_sequence_end)
 from mamba2_tile.kernels.exp2 import LOG2E
 from mamba2_tile.kernels.launching import (KernelLaunch, next_power_of_2, placeholder,
                                            seq_placeholder, with_hints)
@@ -196,9 +197,8 @@ def bwd_chunk_kernel(
                     if in_block:
                         to_e = to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
                                                last, CHUNK_SIZE, BLOCK_M)
-                        G = ct.load(dvarlen_states, (k, h, 0, 0), (1, 1, HEADDIM, DSTATE),
-                                    padding_mode=zero)
-                        G = ct.reshape(G, (HEADDIM, DSTATE)).astype(mma_dtype)
+                        G = sequence_state_columns(dvarlen_states, k, h, 0, HEADDIM,
+                                                   DSTATE).astype(mma_dtype)
                         G_u = ct.mma(B_j, ct.transpose(G),
                                      ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)) * to_e
                         u = G_u + u
@@ -362,9 +362,7 @@ def bwd_chunk_float32_kernel(
                     G_u = ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)
                     for n in range(n_blocks):
                         B_jn = load_rows(B, b, col_block, g, n, BLOCK_M, BLOCK_N)
-                        G_n = ct.reshape(ct.load(dvarlen_states, (k, h, 0, n),
-                                                 (1, 1, HEADDIM, BLOCK_N),
-                                                 padding_mode=zero), (HEADDIM, BLOCK_N))
+                        G_n = sequence_state_columns(dvarlen_states, k, h, n, HEADDIM, BLOCK_N)
                         G_u = split_mma(B_jn, ct.transpose(G_n), G_u)
                     u = G_u * to_e + u
         cols = ct.reshape(j * BLOCK_M + ct.arange(BLOCK_M, dtype=ct.int32), (BLOCK_M, 1))
@@ -424,9 +422,7 @@ def bwd_chunk_float32_kernel(
                     if in_block:
                         to_e = to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
                                                last, CHUNK_SIZE, BLOCK_M)
-                        G_n = ct.reshape(ct.load(dvarlen_states, (k, h, 0, n),
-                                                 (1, 1, HEADDIM, BLOCK_N),
-                                                 padding_mode=zero), (HEADDIM, BLOCK_N))
+                        G_n = sequence_state_columns(dvarlen_states, k, h, n, HEADDIM, BLOCK_N)
                         G_x = split_mma(x_j, G_n, ct.zeros((BLOCK_M, BLOCK_N),
                                                             dtype=ct.float32))
                         dB_jn = G_x * to_e + dB_jn

@@ -54,8 +54,9 @@ reading a precomputed ``C Bᵀ`` in the dx kernel instead of forming it per head
 """
 
 from mamba2_tile.kernels.bwd_chunk_tiles import (load_rows, pair_dyx, pair_tiles_t,
-                                                  sequence_in_block, sequences_ending_in,
-                                                  state_columns, to_sequence_end)
+                                                  sequence_in_block, sequence_state_columns,
+                                                  sequences_ending_in, state_columns,
+                                                  to_sequence_end)
 from mamba2_tile.kernels.exp2 import LOG2E
 from mamba2_tile.kernels.packing import last_seq, rows_seq, seq_before
 from mamba2_tile.kernels.row_blocks import row_blocks_with_tokens
@@ -151,9 +152,8 @@ def bwd_chunk_dx_kernel(
                 if in_block:
                     to_e = to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
                                            last, CHUNK_SIZE, BLOCK_M)
-                    G = ct.load(dvarlen_states, (k, h, 0, 0), (1, 1, HEADDIM, DSTATE),
-                                padding_mode=zero)
-                    G = ct.reshape(G, (HEADDIM, DSTATE)).astype(mma_dtype)
+                    G = sequence_state_columns(dvarlen_states, k, h, 0, HEADDIM,
+                                               DSTATE).astype(mma_dtype)
                     G_u = ct.mma(B_j, ct.transpose(G),
                                  ct.zeros((BLOCK_M, HEADDIM), dtype=ct.float32)) * to_e
                     u = G_u + u
@@ -259,7 +259,6 @@ def bwd_chunk_dB_dC_kernel(
     # The in-chunk terms are the group's, not a head's: the group's first block adds them.
     in_chunk = first_head % heads_per_group == 0
     token_blocks = row_blocks_with_tokens(x.shape[1], c, CHUNK_SIZE, BLOCK_M, WHOLE_CHUNKS)
-    zero = ct.PaddingMode.ZERO
     mma_dtype = x.dtype
     if HAS_SEQ_IDX:
         seq_enter = seq_before(seq_idx, b, c * CHUNK_SIZE)
@@ -299,9 +298,7 @@ def bwd_chunk_dB_dC_kernel(
                     if in_block:
                         to_e = to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start,
                                                last, CHUNK_SIZE, BLOCK_M)
-                        G_n = ct.reshape(ct.load(dvarlen_states, (k, h, 0, n),
-                                                 (1, 1, HEADDIM, BLOCK_N),
-                                                 padding_mode=zero), (HEADDIM, BLOCK_N))
+                        G_n = sequence_state_columns(dvarlen_states, k, h, n, HEADDIM, BLOCK_N)
                         dB_j = ct.mma((x_j * (to_e * dt_j)).astype(mma_dtype),
                                       G_n.astype(mma_dtype), dB_j)
         ct.store(dB, (b, col_block, split, n), ct.reshape(dB_j, (1, BLOCK_M, 1, BLOCK_N)))

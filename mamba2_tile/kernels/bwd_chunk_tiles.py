@@ -104,6 +104,15 @@ def sequence_in_block(cu_seqlens, k, row_block, BLOCK_M):
 
 
 @ct.function
+def sequence_state_columns(dvarlen_states, k, h, n, HEADDIM, BLOCK_N):
+    """``(HEADDIM, BLOCK_N)``: columns ``n * BLOCK_N`` onward of ``dvarlen_states[k, h]`` ((s, h,
+    p, n): the gradient of packed sequence ``k``'s last state), zero past the padded ends."""
+    tile = ct.load(dvarlen_states, (k, h, 0, n), (1, 1, HEADDIM, BLOCK_N),
+                   padding_mode=ct.PaddingMode.ZERO)
+    return ct.reshape(tile, (HEADDIM, BLOCK_N))
+
+
+@ct.function
 def state_columns(states, b, h, c, n, HEADDIM, BLOCK_N):
     """``(HEADDIM, BLOCK_N)``: columns ``n * BLOCK_N`` onward of ``states[b, h, c]`` ((b, h, c,
     p, n): ``chunk_states``, ``dstates``), zero past the padded ends."""
