@@ -75,6 +75,7 @@ class CompiledKernel:
     registers: int | None  # registers per thread, as recorded in the cubin
     shared_bytes: int      # static shared memory per block
     local_bytes: int = 0   # stack frame per thread: local memory, where registers spill
+    threads: int | None = None  # threads a block must have, as recorded in the cubin
 
     @property
     def size_bytes(self) -> int:
@@ -88,8 +89,9 @@ class CompiledKernel:
         regs = "?" if self.registers is None else str(self.registers)
         local = (f"{self.local_bytes} bytes/thread of local memory (spilled registers), "
                  if self.local_bytes else "")
+        threads = "" if self.threads is None else f"{self.threads} threads/block, "
         return (f"{self.kernel_name} for {self.target}: "
-                f"{self.size_bytes / 1024:.1f} KiB cubin, {regs} registers/thread, "
+                f"{self.size_bytes / 1024:.1f} KiB cubin, {threads}{regs} registers/thread, "
                 f"{self.shared_bytes / 1024:.1f} KiB shared memory, {local}"
                 f"compiled in {self.seconds:.2f} s")
 
@@ -133,9 +135,9 @@ def compile_kernel(kernel, args, target: str = "sm_90", *, use_cache: bool = Fal
     seconds = time.perf_counter() - start
 
     cubin = out.getvalue()
-    registers, shared, local = _resource_usage(cubin, signature.symbol)
+    registers, shared, local, threads = _resource_usage(cubin, signature.symbol)
     return CompiledKernel(name, target, signature.symbol, cubin, seconds, registers, shared,
-                          local)
+                          local, threads)
 
 
 def compilation_key(kernel, args) -> tuple:
@@ -267,15 +269,18 @@ def _elements_disjoint(shape, strides) -> bool:
 
 _EIATTR_REGCOUNT = 0x2F
 _EIATTR_FRAME_SIZE = 0x11   # the stack frame: local memory per thread (nvdisasm shows its STL/LDL)
+# The block size the kernel was compiled for (x, y, z): cuTile fixes it, from its warp hints,
+# so registers a thread times these threads is what one block takes of an SM's 64 K.
+_EIATTR_REQNTID = 0x10
 _EIFMT_SVAL = 4
 
 
-def _resource_usage(cubin: bytes, symbol: str) -> tuple[int | None, int, int]:
-    """(registers per thread, static shared bytes, stack frame bytes per thread) of `symbol`,
-    read from the ELF sections."""
+def _resource_usage(cubin: bytes, symbol: str) -> tuple[int | None, int, int, int | None]:
+    """(registers per thread, static shared bytes, stack frame bytes per thread, threads per
+    block) of `symbol`, read from the ELF sections."""
     sections = _elf_sections(cubin)
     shared = sum(len_ for name, _, len_ in sections if name == f".nv.shared.{symbol}")
-    registers, frame = None, 0
+    registers, frame, threads = None, 0, None
     for name, offset, length in sections:
         if name not in (".nv.info", f".nv.info.{symbol}"):
             continue
@@ -289,8 +294,11 @@ def _resource_usage(cubin: bytes, symbol: str) -> tuple[int | None, int, int]:
                 registers = struct.unpack_from("<II", cubin, pos + 4)[1]
             elif attr == _EIATTR_FRAME_SIZE:
                 frame = struct.unpack_from("<II", cubin, pos + 4)[1]
+            elif attr == _EIATTR_REQNTID:
+                x, y, z = struct.unpack_from("<III", cubin, pos + 4)
+                threads = x * y * z
             pos += 4 + size
-    return registers, shared, frame
+    return registers, shared, frame, threads
 
 
 def _elf_sections(elf: bytes) -> list[tuple[str, int, int]]:

@@ -33,7 +33,17 @@ def test_course_style_kernels_compile(example, target):
     assert (result.kernel_name, result.target) == (name, target)
     assert result.cubin[:4] == CUBIN_MAGIC and result.size_bytes > 1000
     assert result.registers is not None and 0 < result.registers <= 255
+    assert result.threads is not None and result.threads % 32 == 0    # whole warps
     assert f"{name} for {target}" in repr(result)
+
+
+@pytest.mark.parametrize("warps", [4, 8])
+def test_the_block_size_is_the_worker_warps_hint(warps):
+    # A kernel with no loads to overlap gets no producer warp: its block is its worker warps.
+    _, kernel, args = next(e for e in kernels.examples() if e[0] == "scale_add")
+    result = compile_kernel(kernel.replace_hints(num_worker_warps=warps), args, "sm_90")
+    assert result.threads == 32 * warps, result.summary()
+    assert f"{32 * warps} threads/block" in result.summary()
 
 
 def test_torch_cpu_tensors_specialise_like_numpy_arrays():

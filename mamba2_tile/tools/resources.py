@@ -18,10 +18,11 @@ an H200 (132 SMs, :func:`mamba2_tile.kernels.plan.plan`) and no kernel runs, so 
 touched. Each kernel launched is compiled for ``--target``
 (:func:`mamba2_tile.compiler.compile_kernel`).
 
-One row a kernel launched: registers a thread, shared memory a block, local memory (spilled
-registers) a thread, where ``nvdisasm`` is installed the spill loads and stores inside the
-kernel's loops (:mod:`mamba2_tile.tools.sass`: the ones that cost a trip to memory every time
-round), and compile seconds. Kernels compiled with the same constants and hints
+One row a kernel launched: threads a block (the compiler fixes them from cuTile's warp hints;
+registers a thread times threads is what a block takes of an SM's 64 K registers), registers a
+thread, shared memory a block, local memory (spilled registers) a thread, where ``nvdisasm`` is
+installed the spill loads and stores inside the kernel's loops (:mod:`mamba2_tile.tools.sass`:
+the ones that cost a trip to memory every time round), and compile seconds. Kernels compiled with the same constants and hints
 for an earlier row are not compiled again.
 """
 
@@ -63,10 +64,11 @@ def planned_launches(problem, tf32=False, backward=False):
 
 def resource_rows(problems, target="sm_90", tf32=False, backward=False, progress=True,
                   nvdisasm=None):
-    """One row a kernel launched, for each problem: ``[problem, kernel, registers, shared KiB,
-    local bytes, compile s]``, and with ``nvdisasm`` (its path) the spill loads and stores inside
-    the kernel's loops (:func:`mamba2_tile.tools.sass.loop_spills`) as ``"loads/stores"``. A
-    kernel compiled for an earlier row is not compiled again (its compile time shows as ``-``)."""
+    """One row a kernel launched, for each problem: ``[problem, kernel, threads, registers,
+    shared KiB, local bytes, compile s]``, and with ``nvdisasm`` (its path) the spill loads and
+    stores inside the kernel's loops (:func:`mamba2_tile.tools.sass.loop_spills`) as
+    ``"loads/stores"``. A kernel compiled for an earlier row is not compiled again (its compile
+    time shows as ``-``)."""
     seen = {}
     rows = []
     for problem in tqdm(problems, disable=not progress, desc="compiling"):
@@ -79,7 +81,7 @@ def resource_rows(problems, target="sm_90", tf32=False, backward=False, progress
                           if nvdisasm else None)
                 seen[key] = result, spills
             result, spills = seen[key]
-            row = [problem.label(), result.kernel_name, result.registers,
+            row = [problem.label(), result.kernel_name, result.threads, result.registers,
                    f"{result.shared_bytes / 1024:.1f}", result.local_bytes]
             if nvdisasm:
                 row.append("/".join(map(str, spills)))
@@ -120,7 +122,7 @@ def main(argv=None):
     step = "a training step" if args.backward else "a forward pass"
     print(f"The kernels of {step}, as planned for an H200 ({REFERENCE_SM_COUNT} SMs), compiled "
           f"for {args.target}{' (float32 with TF32)' if args.tf32 else ''}:")
-    headers = ["problem", "kernel", "registers", "shared KiB", "local bytes"]
+    headers = ["problem", "kernel", "threads", "registers", "shared KiB", "local bytes"]
     headers += ["spills in loops (LDL/STL)"] if nvdisasm else []
     print(tabulate(rows, headers=headers + ["compile s"], disable_numparse=True))
     if not nvdisasm:
