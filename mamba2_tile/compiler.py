@@ -269,8 +269,8 @@ def _elements_disjoint(shape, strides) -> bool:
 
 _EIATTR_REGCOUNT = 0x2F
 _EIATTR_FRAME_SIZE = 0x11   # the stack frame: local memory per thread (nvdisasm shows its STL/LDL)
-# The block size the kernel was compiled for (x, y, z): cuTile fixes it, from its warp hints,
-# so registers a thread times these threads is what one block takes of an SM's 64 K.
+# The block size the kernel was compiled for (x, y, z), which the compiler fixes from cuTile's
+# warp hints: registers a thread times these threads is what one block takes of an SM's 64 K.
 _EIATTR_REQNTID = 0x10
 _EIFMT_SVAL = 4
 

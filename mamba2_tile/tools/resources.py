@@ -18,12 +18,12 @@ an H200 (132 SMs, :func:`mamba2_tile.kernels.plan.plan`) and no kernel runs, so 
 touched. Each kernel launched is compiled for ``--target``
 (:func:`mamba2_tile.compiler.compile_kernel`).
 
-One row a kernel launched: threads a block (the compiler fixes them from cuTile's warp hints;
+One row a kernel launched: threads a block (the compiler fixes them, from cuTile's warp hints;
 registers a thread times threads is what a block takes of an SM's 64 K registers), registers a
 thread, shared memory a block, local memory (spilled registers) a thread, where ``nvdisasm`` is
 installed the spill loads and stores inside the kernel's loops (:mod:`mamba2_tile.tools.sass`:
-the ones that cost a trip to memory every time round), and compile seconds. Kernels compiled with the same constants and hints
-for an earlier row are not compiled again.
+the ones that cost a trip to memory every time round), and compile seconds. Kernels compiled
+with the same constants and hints for an earlier row are not compiled again.
 """
 
 import argparse
