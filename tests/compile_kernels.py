@@ -293,7 +293,8 @@ def _backward_examples():
     chunk 64 and 128 (never run, only compiled); float32 (its own bwd_chunk kernel, dstate in
     blocks) padded at chunk 64, packed there too, and at chunk 256, dstate 256. All with a partial
     last chunk; then bwd_chunk's three forms in whole chunks, where their loops over row blocks
-    have a fixed length (``WHOLE_CHUNKS``): the training benchmark's case."""
+    have a fixed length (``WHOLE_CHUNKS``; the split form's dx kernel keeps its run-time count):
+    the training benchmark's case."""
     for dtype, chunk_size, headdim, dstate in [(torch.bfloat16, 64, 64, 64),
                                                (torch.float16, 128, 64, 256),
                                                (torch.bfloat16, 256, 64, 64),

@@ -162,13 +162,12 @@ def test_bwd_chunk_split_form_resources_on_sm90(dstate):
     launcher picks at batch 8, 2048 tokens: its dB/dC kernel, compiled for two blocks an SM
     (``BWD_CHUNK_SPLIT_DB_DC_OCCUPANCY``), stays within 128 registers a thread without spilling
     (it reads dscores in the input dtype: a float32 dscores converted in the kernel spilled 24
-    bytes), and the dscores kernel spills nothing. Its dx kernel spilled nothing (one block an SM
-    at dstate 256; two at dstate 128 under ``BWD_CHUNK_SPLIT_DX_OCCUPANCY``, 128 registers) until
-    its loops over row blocks lost their run-time branch, the fix for the backward's GPU hangs
-    (data/h100_bwd_row_block_fix_2026-12-06.txt). In these whole chunks it now keeps 64 bytes a
-    thread of local memory at dstate 256, and 255 registers with 24 bytes at dstate 128 (the
-    hint is not met), while the two training steps took the same time on an H100 before and
-    after (4.54 and 4.50 ms, 2.73 and 2.75 ms). Held there, so that a change shows. Both run the
+    bytes), and the dscores kernel spills nothing. Its dx kernel takes its row-block count at
+    run time, even in whole chunks (unrolled for a constant count, it was a third slower on an
+    H100: data/h100_bwd_chunk_dx_row_count_2026-12-07.txt): at dstate 128 that compiles to 128
+    registers at 256 threads, no spills (a constant count gave 255 registers and 24 bytes); at
+    dstate 256 it keeps 168 bytes a thread of local memory (64 with the constant count), and was
+    the faster of the two all the same. Held there, so that a change shows. Both run the
     split form by default at chunk 256 (``BWD_CHUNK_SPLIT_CHUNK``)."""
     from mamba2_tile.kernels import bwd_chunk
     heads = bwd_chunk.bwd_chunk_heads_per_block(torch.bfloat16, 8, 2048 // 256, 64, 1)
@@ -183,7 +182,8 @@ def test_bwd_chunk_split_form_resources_on_sm90(dstate):
                           for launch in launches)
     assert dB_dC.registers <= 128 and dB_dC.local_bytes == 0, dB_dC.summary()
     assert dscores.local_bytes == 0, dscores.summary()
-    assert dx.local_bytes <= {256: 64, 128: 24}[dstate], dx.summary()
+    assert dx.local_bytes <= {256: 168, 128: 0}[dstate], dx.summary()
+    assert dstate == 256 or dx.registers <= 128, dx.summary()
 
 
 @pytest.mark.parametrize("chunk_size", [64, 128, 256])

@@ -572,9 +572,10 @@ BWD_CHUNK_SPLIT_DB_DC_OCCUPANCY = 2
 # 128 registers and 108 KB, two blocks an SM, and the step from 4.12 to 2.79 ms (the two-kernel
 # form, data/h200_bwd_chunk_split.txt: split-64 against split-64-dx-occ2). 8 worker warps on
 # the split form's kernels were timed too and lost (dx 3-20% slower) or tied (dscores, dB/dC):
-# data/h100_bwd_chunk_hints_2026-12-05.txt. Since its loops over row blocks lost their run-time
-# branch (data/h100_bwd_row_block_fix_2026-12-06.txt) the whole-chunk dx kernel at dstate 128,
-# chunk 256 compiles to 255 registers whatever the hint; that step took the same time on an H100.
+# data/h100_bwd_chunk_hints_2026-12-05.txt; timed again on 2026-12-07, 8 worker warps lost to the
+# dx kernel's row-block count left to run time (data/h100_bwd_chunk_dx_row_count_2026-12-07.txt),
+# with which the compiler builds it at dstate 128, chunk 256 with 256 threads and 128 registers,
+# no spills (data/cpu_bwd_chunk_dx_warps_2026-12-07.txt).
 BWD_CHUNK_SPLIT_DX_OCCUPANCY = 2
 
 
@@ -634,7 +635,8 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, 
                chunk_sequences(cu_seqlens, chunk_size, nchunks) if varlen else seq_placeholder(x))
     dD_arg = placeholder(dA_cumsum) if D is None else dD
     inputs = (x, dt, dA_cumsum, B, C, chunk_states, dstates, dy)
-    flags = (seq_idx is not None, varlen, seqlen % chunk_size == 0)
+    packed = (seq_idx is not None, varlen)
+    flags = packed + (seqlen % chunk_size == 0,)
     headdim_tile, dstate_tile = next_power_of_2(headdim), next_power_of_2(dstate)
     if block_n is None and (dstate_tile >= BWD_CHUNK_SPLIT_DSTATE
                             or chunk_size >= BWD_CHUNK_SPLIT_CHUNK):
@@ -643,7 +645,7 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, 
             (batch * nchunks, nheads, 1),
             with_hints(bwd_chunk_dx_kernel, occupancy=BWD_CHUNK_SPLIT_DX_OCCUPANCY),
             inputs + (D_arg,) + packing + (dx, ddt, ddA_terms, dD_arg, chunk_size, block_m,
-                                           headdim_tile, dstate_tile, D is not None) + flags)
+                                           headdim_tile, dstate_tile, D is not None) + packed)
         # Only the pairs j <= i are written (and read).
         dscores = torch.empty(batch, nchunks, ngroups, chunk_size, chunk_size, dtype=x.dtype,
                               device=x.device)
