@@ -411,7 +411,7 @@ CLAIMS = [
     ("README", rf"at\s+{NUMBER} ms the chunk-256 step would still be slower than mamba_ssm's {NUMBER} ms",
      lambda: (_split_probe("L2048 n256 c256 split-64-dbdc-occ2"), _backward_row("ms_theirs", 256, 256)),
      _fixed(2)),
-    ("README", rf"step is {NUMBER}–{NUMBER}× mamba_ssm's speed on the five\s+2048-token",
+    ("README", rf"step was {NUMBER}–{NUMBER}× mamba_ssm's speed on the five\s+2048-token",
      lambda: tuple(f(_backward("speed", "h200_backward_2026-12-05")) for f in (min, max)),
      _fixed(2)),
     ("README", rf"`bwd_chunk` alone takes {NUMBER}% of our step",
