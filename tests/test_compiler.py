@@ -170,7 +170,9 @@ def test_bwd_chunk_split_form_resources_on_sm90(dstate):
     the faster of the two all the same. Held there, so that a change shows. Both run the
     split form by default at chunk 256 (``BWD_CHUNK_SPLIT_CHUNK``)."""
     from mamba2_tile.kernels import bwd_chunk
-    heads = bwd_chunk.bwd_chunk_heads_per_block(torch.bfloat16, 8, 2048 // 256, 64, 1)
+    heads = bwd_chunk.bwd_chunk_heads_per_block(
+        torch.bfloat16, 8, 2048 // 256, 64, 1,
+        bwd_chunk.bwd_chunk_column_blocks(torch.bfloat16, 256, dstate))
     x = torch.zeros(1, 512, heads, 64, dtype=torch.bfloat16)
     B = torch.zeros(1, 512, 1, dstate, dtype=torch.bfloat16)
     dA_cumsum = torch.zeros(1, heads, 2, 256)

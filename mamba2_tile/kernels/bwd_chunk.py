@@ -526,23 +526,29 @@ BWD_CHUNK_WORKER_WARPS = 8
 # data/h200_bwd_chunk_heads_per_block.txt): at chunk 128, 3.43 ms with 2 heads a block (4096
 # blocks), 2.57 with 8 (1024), 2.22 with 32 (256); at chunk 256, 2.87 ms with 4 heads (1024
 # blocks), 2.62 with 8, 2.42 with 32 (128), and 4.03 with 64 (64 blocks: half the SMs idle).
+# The split form's dB/dC kernel (below) launches a block per dstate column block too, and those
+# count: at b8 h64 p64 L2048 chunk 256 (H100, data/h100_bwd_chunk_dB_dC_2026-12-07.txt) all 64
+# heads in a block (256 blocks at dstate 256, 128 at dstate 128) took the step from 3.12 to
+# 2.96 ms at dstate 256 and left it at 1.79 ms at dstate 128, where 32 heads a block had been
+# the rule's (by (chunk, block of heads) alone).
 BWD_CHUNK_MIN_BLOCKS = 128
 
 
-def bwd_chunk_heads_per_block(dtype, batch, nchunks, nheads, ngroups):
+def bwd_chunk_heads_per_block(dtype, batch, nchunks, nheads, ngroups, column_blocks=1):
     """The heads of one group that one block loops over, summing their ``dB`` and ``dC``: the
     most (a divisor of ``nheads // ngroups``) that still leave ``BWD_CHUNK_MIN_BLOCKS`` blocks,
-    or 1 if even one head per block leaves fewer. Each block reads its group's ``B`` and ``C``
-    once and writes one ``dB`` and ``dC`` for all its heads, so more heads a block means less
-    memory traffic; fewer, more blocks to fill the GPU. float32: always 1 (its kernel keeps one
-    head, dstate in blocks)."""
+    or 1 if even one head per block leaves fewer; ``column_blocks`` blocks a (chunk, block of
+    heads), as :func:`bwd_chunk_column_blocks` counts them. Each block reads its group's ``B``
+    and ``C`` once and writes one ``dB`` and ``dC`` for all its heads, so more heads a block
+    means less memory traffic; fewer, more blocks to fill the GPU. float32: always 1 (its
+    kernel keeps one head, dstate in blocks)."""
     if dtype == torch.float32:
         return 1
     heads_per_group = nheads // ngroups
     best = 1
     for heads in range(1, heads_per_group + 1):
-        if (heads_per_group % heads == 0
-                and batch * nchunks * (nheads // heads) >= BWD_CHUNK_MIN_BLOCKS):
+        if (heads_per_group % heads == 0 and batch * nchunks * (nheads // heads) * column_blocks
+                >= BWD_CHUNK_MIN_BLOCKS):
             best = heads
     return best
 
@@ -561,10 +567,46 @@ BWD_CHUNK_SPLIT_CHUNK = 128
 # The dstate columns one block of the split form's dB/dC kernel makes.
 BWD_CHUNK_SPLIT_COLUMNS = 64
 
+
+def bwd_chunk_split_form(dtype, chunk_size, dstate):
+    """Whether the per-chunk gradients run as the split form's three kernels."""
+    return (dtype != torch.float32
+            and (next_power_of_2(dstate) >= BWD_CHUNK_SPLIT_DSTATE
+                 or chunk_size >= BWD_CHUNK_SPLIT_CHUNK))
+
+
+def bwd_chunk_column_blocks(dtype, chunk_size, dstate):
+    """Blocks a launch has for each (chunk, block of heads): the split form's dB/dC kernel one
+    per ``BWD_CHUNK_SPLIT_COLUMNS`` columns of dstate, the one-kernel forms one."""
+    if not bwd_chunk_split_form(dtype, chunk_size, dstate):
+        return 1
+    return -(-dstate // min(BWD_CHUNK_SPLIT_COLUMNS, next_power_of_2(dstate)))
+
 # The split form's dB/dC kernel with the occupancy hint 2 (two blocks an SM: 128 registers a
 # thread on sm_90): in the same steps at dstate 256, 4.53 ms against 5.46 without at chunk 256,
 # 3.41 against 3.77 at chunk 64.
 BWD_CHUNK_SPLIT_DB_DC_OCCUPANCY = 2
+
+# How deep the split form's dB/dC kernel makes each mma through the states: it sums
+# BWD_CHUNK_SPLIT_MMA_DEPTH // headdim heads in one (their x or dy side by side, their states
+# stacked) where one head made a headdim-deep mma. A training step at b8 h64 p64 L2048 (H100,
+# data/h100_bwd_chunk_dB_dC_2026-12-07.txt), one head an mma (64 deep) -> two (128) -> four
+# (256): dstate 256 chunk 256 3.13 -> 3.11 -> 3.29 ms, dstate 128 chunk 256 1.83 -> 1.79 ->
+# 1.86, chunk 128 1.72 -> 1.69 -> 1.71, dstate 256 chunk 64 3.11 -> 3.09 -> 3.09. Four heads'
+# float32 operand tile (64 x 256) does not fit beside the rest: compiled for sm_90 the kernel
+# drops to 4 warps at 255 registers and spills.
+BWD_CHUNK_SPLIT_MMA_DEPTH = 128
+
+
+def bwd_chunk_heads_per_mma(heads_per_block, headdim_tile):
+    """The heads one ``mma`` of the dB/dC kernel sums: the largest power of two that divides
+    ``heads_per_block`` (a tile's dimensions are powers of two) and keeps the ``mma``
+    ``BWD_CHUNK_SPLIT_MMA_DEPTH`` deep at most (``headdim_tile`` deep for one head)."""
+    heads = 1
+    while (heads_per_block % (2 * heads) == 0
+           and 2 * heads * headdim_tile <= BWD_CHUNK_SPLIT_MMA_DEPTH):
+        heads *= 2
+    return heads
 
 # The split form's dx kernel with the occupancy hint 2 too. At dstate 256 its shared memory
 # (~212 KB on sm_90) leaves one block an SM whatever the hint, and the cubin's resources are the
@@ -608,7 +650,9 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, 
     ngroups, dstate = B.shape[2], B.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
     if heads_per_block is None:
-        heads_per_block = bwd_chunk_heads_per_block(x.dtype, batch, nchunks, nheads, ngroups)
+        heads_per_block = bwd_chunk_heads_per_block(
+            x.dtype, batch, nchunks, nheads, ngroups,
+            bwd_chunk_column_blocks(x.dtype, chunk_size, dstate))
     elif (isinstance(heads_per_block, bool) or not isinstance(heads_per_block, int)
           or heads_per_block < 1 or (nheads // ngroups) % heads_per_block):
         # A block's heads share one group's B and C (and, in the split form, its dscores).
@@ -638,8 +682,7 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, 
     packed = (seq_idx is not None, varlen)
     flags = packed + (seqlen % chunk_size == 0,)
     headdim_tile, dstate_tile = next_power_of_2(headdim), next_power_of_2(dstate)
-    if block_n is None and (dstate_tile >= BWD_CHUNK_SPLIT_DSTATE
-                            or chunk_size >= BWD_CHUNK_SPLIT_CHUNK):
+    if bwd_chunk_split_form(x.dtype, chunk_size, dstate):
         columns = min(BWD_CHUNK_SPLIT_COLUMNS, dstate_tile)
         dx_launch = KernelLaunch(
             (batch * nchunks, nheads, 1),
@@ -656,10 +699,13 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, 
             (x, dt, dA_cumsum, dy, seq_arg, dscores, chunk_size, block_m, headdim_tile,
              seq_idx is not None))
         dB_dC_launch = KernelLaunch(
-            (batch * nchunks, nheads // heads_per_block, -(-dstate // columns)),
+            (batch * nchunks, nheads // heads_per_block,
+             bwd_chunk_column_blocks(x.dtype, chunk_size, dstate)),
             with_hints(bwd_chunk_dB_dC_kernel, occupancy=BWD_CHUNK_SPLIT_DB_DC_OCCUPANCY),
             inputs + (dscores,) + packing + (dB, dC, chunk_size, block_m, columns, headdim_tile,
-                                             heads_per_block) + flags)
+                                             heads_per_block,
+                                             bwd_chunk_heads_per_mma(heads_per_block,
+                                                                     headdim_tile)) + flags)
         return (dx_launch, dscores_launch, dB_dC_launch), outputs
     grid = (batch * nchunks, nheads // heads_per_block, 1)
     args = inputs + (D_arg,) + packing + (dx, ddt, dB, dC, ddA_terms, dD_arg, chunk_size, block_m)

@@ -28,7 +28,11 @@ output needs:
 * :func:`bwd_chunk_dB_dC_kernel`, one block a (chunk, group's block of heads, ``BLOCK_N``
   columns of dstate): ``dB_j`` and ``dC_i`` on those columns: ``dscores`` against ``C`` and
   ``B`` (in the group's first block only), then each head's part through the states, ``(dt_j
-  x_j)ᵀ dh`` and ``(exp(dA_i) dy_i)ᵀ h_c``, summed over the block's heads.
+  x_j)ᵀ dh`` and ``(exp(dA_i) dy_i)ᵀ h_c``, summed over the block's heads. A sum over heads
+  of products is one product of the heads side by side: ``HEADS_PER_MMA`` heads' scaled
+  ``(BLOCK_M, headdim)`` tiles next to each other against their states stacked make one
+  ``mma`` ``HEADS_PER_MMA * headdim`` deep, where one head made one ``headdim`` deep (the
+  launcher's ``bwd_chunk_heads_per_mma``).
 
 The formulas, the masks of packed sequences and the varlen terms are those of the one-kernel
 form (its module doc), term for term, through the tile functions they share
@@ -53,7 +57,8 @@ making its own in-chunk dB/dC terms, took 4.53 ms at dstate 256 chunk 256 (b8 h6
 reading a precomputed ``C Bᵀ`` in the dx kernel instead of forming it per head, 4.68 ms.
 """
 
-from mamba2_tile.kernels.bwd_chunk_tiles import (load_rows, pair_dyx, pair_tiles_t,
+from mamba2_tile.kernels.bwd_chunk_tiles import (head_columns, head_rows, head_state_columns,
+                                                  load_rows, pair_dyx, pair_tiles_t,
                                                   sequence_in_block, sequence_state_columns,
                                                   sequences_ending_in, state_columns,
                                                   to_sequence_end)
@@ -248,6 +253,7 @@ def bwd_chunk_dB_dC_kernel(
     BLOCK_N: ct.Constant[int],       # the dstate columns of one block
     HEADDIM: ct.Constant[int],       # headdim padded to a power of two
     HEADS_PER_BLOCK: ct.Constant[int],   # heads of one group, summed into one dB and dC
+    HEADS_PER_MMA: ct.Constant[int],     # heads whose state terms one mma sums (divides the above)
     HAS_SEQ_IDX: ct.Constant[bool],  # the forward's seq_idx masks
     HAS_VARLEN: ct.Constant[bool],   # each sequence's last state has a gradient (batch 1)
     WHOLE_CHUNKS: ct.Constant[bool],  # seqlen a multiple of CHUNK_SIZE
@@ -281,22 +287,33 @@ def bwd_chunk_dB_dC_kernel(
                 dB_j = ct.mma(ct.transpose(dscores_block(dscores, b, c, g, i, j, BLOCK_M)),
                               C_in, dB_j)
         if HAS_SEQ_IDX:
-            seq_j = rows_seq(seq_idx, b, col_block, BLOCK_M)              # (BLOCK_M, 1)
-        for head in range(HEADS_PER_BLOCK):
-            h = first_head + head
-            dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1),
-                                         (1, 1, 1, 1)), (1, 1)) * LOG2E
-            dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
-                              (BLOCK_M, 1)) * LOG2E
-            dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
-            x_j = load_rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
-            to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)         # (BLOCK_M, 1)
+            leaving = ct.reshape(rows_seq(seq_idx, b, col_block, BLOCK_M) == seq_leave,
+                                 (BLOCK_M, 1, 1))
+        # (x_j exp(dA_last - dA_j) dt_j)ᵀ dh over the block's heads, HEADS_PER_MMA at a time:
+        # their (BLOCK_M, HEADDIM) tiles side by side against their states stacked, one mma
+        # HEADS_PER_MMA * HEADDIM deep.
+        for m in range(HEADS_PER_BLOCK // HEADS_PER_MMA):
+            heads = split * (HEADS_PER_BLOCK // HEADS_PER_MMA) + m   # in HEADS_PER_MMA units
+            dA_last = ct.reshape(ct.load(dA_cumsum, (b, heads, c, CHUNK_SIZE - 1),
+                                         (1, HEADS_PER_MMA, 1, 1)),
+                                 (1, HEADS_PER_MMA, 1)) * LOG2E
+            dA_j = head_columns(dA_cumsum, b, heads, c, j, HEADS_PER_MMA, BLOCK_M) * LOG2E
+            dt_j = head_columns(dt, b, heads, c, j, HEADS_PER_MMA, BLOCK_M)
+            to_end = ct.exp2(dA_last - dA_j, flush_to_zero=True)  # (BLOCK_M, HEADS_PER_MMA, 1)
             if HAS_SEQ_IDX:
-                to_end = ct.where(seq_j == seq_leave, to_end, 0.0)
-            dh_n = state_columns(dstates, b, h, c, n, HEADDIM, BLOCK_N)
-            dB_j = ct.mma((x_j * (to_end * dt_j)).astype(mma_dtype),
-                          dh_n.astype(mma_dtype), dB_j)
-            if HAS_VARLEN:
+                to_end = ct.where(leaving, to_end, 0.0)
+            x_j = head_rows(x, b, col_block, heads, HEADS_PER_MMA, BLOCK_M, HEADDIM)
+            scaled = ct.reshape(x_j.astype(ct.float32) * (to_end * dt_j),
+                                (BLOCK_M, HEADS_PER_MMA * HEADDIM))
+            dh_n = head_state_columns(dstates, b, heads, c, n, HEADS_PER_MMA, HEADDIM, BLOCK_N)
+            dB_j = ct.mma(scaled.astype(mma_dtype), dh_n.astype(mma_dtype), dB_j)
+        if HAS_VARLEN:
+            for head in range(HEADS_PER_BLOCK):
+                h = first_head + head
+                dA_j = ct.reshape(ct.load(dA_cumsum, (b, h, c, j), (1, 1, 1, BLOCK_M)),
+                                  (BLOCK_M, 1)) * LOG2E
+                dt_j = ct.reshape(ct.load(dt, (b, h, c, j), (1, 1, 1, BLOCK_M)), (BLOCK_M, 1))
+                x_j = load_rows(x, b, col_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
                 first_k, end_k = sequences_ending_in(chunk_sequences, c)
                 for k in range(first_k, end_k):
                     start, last, in_block = sequence_in_block(cu_seqlens, k, col_block, BLOCK_M)
@@ -319,15 +336,19 @@ def bwd_chunk_dB_dC_kernel(
                                  BLOCK_N).astype(mma_dtype)
                 dC_i = ct.mma(dscores_block(dscores, b, c, g, i, j, BLOCK_M), B_jn, dC_i)
         if HAS_SEQ_IDX:
-            seq_i = rows_seq(seq_idx, b, row_block, BLOCK_M)              # (BLOCK_M, 1)
-        for head in range(HEADS_PER_BLOCK):
-            h = first_head + head
-            dA_i = ct.reshape(ct.load(dA_cumsum, (b, h, c, i), (1, 1, 1, BLOCK_M)),
-                              (BLOCK_M, 1)) * LOG2E
-            dy_i = load_rows(dy, b, row_block, h, 0, BLOCK_M, HEADDIM).astype(ct.float32)
-            h_n = state_columns(chunk_states, b, h, c, n, HEADDIM, BLOCK_N)
-            read_out = ct.exp2(dA_i, flush_to_zero=True)                 # (BLOCK_M, 1)
+            entered = ct.reshape(rows_seq(seq_idx, b, row_block, BLOCK_M) == seq_enter,
+                                 (BLOCK_M, 1, 1))
+        # (exp(dA_i) dy_i)ᵀ h_c over the block's heads, HEADS_PER_MMA at a time (as dB_j's).
+        for m in range(HEADS_PER_BLOCK // HEADS_PER_MMA):
+            heads = split * (HEADS_PER_BLOCK // HEADS_PER_MMA) + m   # in HEADS_PER_MMA units
+            dA_i = head_columns(dA_cumsum, b, heads, c, i, HEADS_PER_MMA, BLOCK_M) * LOG2E
+            read_out = ct.exp2(dA_i, flush_to_zero=True)         # (BLOCK_M, HEADS_PER_MMA, 1)
             if HAS_SEQ_IDX:
-                read_out = ct.where(seq_i == seq_enter, read_out, 0.0)
-            dC_i = ct.mma((dy_i * read_out).astype(mma_dtype), h_n.astype(mma_dtype), dC_i)
+                read_out = ct.where(entered, read_out, 0.0)
+            dy_i = head_rows(dy, b, row_block, heads, HEADS_PER_MMA, BLOCK_M, HEADDIM)
+            scaled = ct.reshape(dy_i.astype(ct.float32) * read_out,
+                                (BLOCK_M, HEADS_PER_MMA * HEADDIM))
+            h_n = head_state_columns(chunk_states, b, heads, c, n, HEADS_PER_MMA, HEADDIM,
+                                     BLOCK_N)
+            dC_i = ct.mma(scaled.astype(mma_dtype), h_n.astype(mma_dtype), dC_i)
         ct.store(dC, (b, row_block, split, n), ct.reshape(dC_i, (1, BLOCK_M, 1, BLOCK_N)))

@@ -19,6 +19,24 @@ def load_rows(array, b, row_block, k, column_block, BLOCK_M, WIDTH):
 
 
 @ct.function
+def head_rows(array, b, row_block, heads, HEADS, BLOCK_M, WIDTH):
+    """``(BLOCK_M, HEADS, WIDTH)``: :func:`load_rows` of ``HEADS`` adjacent heads at once, heads
+    ``heads * HEADS`` onward (``x``, ``dy``)."""
+    tile = ct.load(array, (b, row_block, heads, 0), (1, BLOCK_M, HEADS, WIDTH),
+                   padding_mode=ct.PaddingMode.ZERO)
+    return ct.reshape(tile, (BLOCK_M, HEADS, WIDTH))
+
+
+@ct.function
+def head_columns(array, b, heads, c, j, HEADS, BLOCK_M):
+    """``(BLOCK_M, HEADS, 1)``: row block ``j`` of chunk ``c`` of ``HEADS`` adjacent heads,
+    ``heads * HEADS`` onward, of ``array`` ((b, h, c, s): ``dA_cumsum``, ``dt``), a column
+    each."""
+    tile = ct.reshape(ct.load(array, (b, heads, c, j), (1, HEADS, 1, BLOCK_M)), (HEADS, BLOCK_M))
+    return ct.reshape(ct.transpose(tile), (BLOCK_M, HEADS, 1))
+
+
+@ct.function
 def to_sequence_end(dA_cumsum, b, h, c, col_block, dA_j, start, last, CHUNK_SIZE, BLOCK_M):
     """``(BLOCK_M, 1)``: ``exp(dA_e - dA_j)`` for the rows of row block ``col_block`` (in
     ``BLOCK_M`` units of seqlen, in chunk ``c``) that belong to the sequence of tokens
@@ -119,3 +137,12 @@ def state_columns(states, b, h, c, n, HEADDIM, BLOCK_N):
     tile = ct.load(states, (b, h, c, 0, n), (1, 1, 1, HEADDIM, BLOCK_N),
                    padding_mode=ct.PaddingMode.ZERO)
     return ct.reshape(tile, (HEADDIM, BLOCK_N))
+
+
+@ct.function
+def head_state_columns(states, b, heads, c, n, HEADS, HEADDIM, BLOCK_N):
+    """``(HEADS * HEADDIM, BLOCK_N)``: :func:`state_columns` of ``HEADS`` adjacent heads,
+    ``heads * HEADS`` onward, stacked."""
+    tile = ct.load(states, (b, heads, c, 0, n), (1, HEADS, 1, HEADDIM, BLOCK_N),
+                   padding_mode=ct.PaddingMode.ZERO)
+    return ct.reshape(tile, (HEADS * HEADDIM, BLOCK_N))

@@ -141,3 +141,17 @@ def test_bwd_chunk_heads_per_block(monkeypatch, min_blocks):
     case = Case(batch=2, seqlen=384, nheads=4, headdim=64, dstate=64, ngroups=2,
                 dtype=torch.bfloat16, D="channel", z=True, initial_states=True, seed=13)
     check(case, 128, tolerance=BFLOAT16_TOLERANCE, device="cuda")
+
+
+@pytest.mark.parametrize("depth", [64, 128, 256])
+def test_split_form_several_heads_an_mma(monkeypatch, depth):
+    # The dB/dC kernel summing one, two or four heads of headdim 64 in one mma (the whole group
+    # of 8 in one block), on packed rows at chunk 256: the tensor cores' sums against the
+    # recurrence.
+    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_SPLIT_MMA_DEPTH", depth)
+    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_MIN_BLOCKS", 1)
+    lengths = [300, 77, 135]
+    case = Case(batch=1, seqlen=sum(lengths), nheads=8, headdim=64, dstate=128,
+                dtype=torch.bfloat16, D="channel", z=True, initial_states=True, seed=41)
+    check(case, 256, tolerance=BFLOAT16_TOLERANCE, tolerances=PACKED_BFLOAT16_TOLERANCES,
+          device="cuda", seq_idx=packed_row(lengths)[None])

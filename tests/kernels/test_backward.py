@@ -460,6 +460,72 @@ def test_heads_per_block_rule():
     assert rule(torch.float16, 1, 2, 4, 1) == 1
     # float32's kernel keeps one head a block.
     assert rule(torch.float32, 8, 32, 64, 1) == 1
+    # The split form's dB/dC blocks count their dstate column blocks too: at b8 chunk 256, 64
+    # heads a block leave 256 blocks at dstate 256 and 128 at dstate 128; batch 1 with 24
+    # heads, 3 a block (8 chunks x 8 blocks of heads x 2 column blocks), where the one-kernel
+    # count would give 1.
+    blocks = bwd_chunk.bwd_chunk_column_blocks
+    assert rule(torch.bfloat16, 8, 8, 64, 1, blocks(torch.bfloat16, 256, 256)) == 64
+    assert rule(torch.bfloat16, 8, 8, 64, 1, blocks(torch.bfloat16, 256, 128)) == 64
+    assert rule(torch.bfloat16, 1, 8, 24, 1, blocks(torch.bfloat16, 256, 128)) == 3
+
+
+@pytest.mark.parametrize("dtype, chunk_size, dstate, blocks", [
+    (torch.bfloat16, 256, 256, 4), (torch.bfloat16, 128, 128, 2), (torch.float16, 64, 200, 4),
+    (torch.bfloat16, 64, 128, 1), (torch.float32, 256, 256, 1), (torch.bfloat16, 256, 16, 1)])
+def test_column_blocks(dtype, chunk_size, dstate, blocks):
+    # One per 64 dstate columns (the last partial) where the split form runs (16-bit, from chunk
+    # 128 or a padded dstate of 256 on); one for the one-kernel forms.
+    assert bwd_chunk.bwd_chunk_column_blocks(dtype, chunk_size, dstate) == blocks
+
+
+def test_heads_per_mma_rule(monkeypatch):
+    rule = bwd_chunk.bwd_chunk_heads_per_mma
+    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_SPLIT_MMA_DEPTH", 128)
+    # headdim 64: two heads an mma, 128 deep, wherever the block's heads come in pairs.
+    assert [rule(heads, 64) for heads in (32, 6, 2, 1, 5)] == [2, 2, 2, 1, 1]
+    # headdim 16: up to eight, a power of two that divides the block's heads (12 = 4 x 3).
+    assert [rule(heads, 16) for heads in (64, 12, 3)] == [8, 4, 1]
+    # headdim 128 (or wider): one head already fills the depth.
+    assert rule(32, 128) == 1 and rule(32, 256) == 1
+    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_SPLIT_MMA_DEPTH", 256)
+    assert rule(32, 64) == 4
+
+
+# Several heads an mma in the dB/dC kernel (BWD_CHUNK_SPLIT_MMA_DEPTH): the split form forced,
+# one block a group, so that a block's 8 heads of headdim 16 (12 padded to 16) make one or two
+# mmas; with packed rows (the masks broadcast over the heads) and each sequence's last state
+# (the per-head loop beside the stacked heads).
+HEADS_PER_MMA_CASES = {
+    "packed": dict(
+        case=Case(batch=2, seqlen=150, nheads=16, headdim=12, ngroups=2, dstate=24, D="channel",
+                  z=True, initial_states=True, dtype=torch.float16, seed=31),
+        chunk_size=128, seq_idx=packed([60, 90], (2, [20, 100, 30]))),
+    "varlen": dict(
+        case=Case(seqlen=173, nheads=8, headdim=16, dstate=16, D="head", dt_bias=True,
+                  dt_softplus=True, initial_states=True, dtype=torch.float16, seed=32),
+        chunk_size=128, seq_idx=packed([40, 50, 83]), cu_seqlens=cu_seqlens_of([40, 50, 83])),
+}
+
+
+@pytest.mark.parametrize("depth", [64, 128])
+@pytest.mark.parametrize("name", HEADS_PER_MMA_CASES)
+def test_split_form_several_heads_an_mma(monkeypatch, name, depth):
+    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_SPLIT_DSTATE", 1)
+    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_MIN_BLOCKS", 1)
+    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_SPLIT_MMA_DEPTH", depth)
+    launch = bwd_chunk.bwd_chunk_launch
+    seen = []
+
+    def recording(*args, **kwargs):
+        found = launch(*args, **kwargs)
+        seen.append(found[0][-1].named_args()["HEADS_PER_MMA"])
+        return found
+
+    monkeypatch.setattr(bwd_chunk, "bwd_chunk_launch", recording)
+    arguments = dict(HEADS_PER_MMA_CASES[name])
+    check(arguments.pop("case"), tolerance=1e-2, **arguments)
+    assert seen == [depth // 16]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)

@@ -9,7 +9,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from mamba2_tile import autograd, dispatch
-from mamba2_tile.kernels.bwd_chunk import bwd_chunk_heads_per_block
+from mamba2_tile.kernels.bwd_chunk import bwd_chunk_column_blocks, bwd_chunk_heads_per_block
 
 
 class LiveBytes(TorchDispatchMode):
@@ -60,7 +60,8 @@ def test_backward_allocates_only_what_it_needs(monkeypatch, z):
     states = b * h * (l // chunk) * p * n * 2          # chunk_states, dstates: input dtype
     rows32 = b * l * h * p * 4                        # one float32 (b, l, h, p)
     # bwd_chunk's dB and dC: one float32 (b, l, n) per block of heads, summed per group after.
-    heads = bwd_chunk_heads_per_block(x.dtype, b, l // chunk, h, 1)
+    heads = bwd_chunk_heads_per_block(x.dtype, b, l // chunk, h, 1,
+                                      bwd_chunk_column_blocks(x.dtype, chunk, n))
     assert heads > 1
     launch = 2 * b * l * (h // heads) * n * 4 + b * l * n * 4 * 2
     gradients = x.nbytes * (2 if z else 1)             # dx (and dz) as returned
