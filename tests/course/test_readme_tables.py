@@ -14,15 +14,16 @@ from mamba2_tile.tools.results import DATA_DIR, load_models_results
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def readme_table(first_header):
+def readme_table(first_header, indent=""):
     """The body rows (lists of cell texts, bold marks removed) of the README table whose header
-    starts with ``| first_header |``."""
+    starts with ``| first_header |`` after ``indent`` (a table inside a list item)."""
     lines = README.read_text(encoding="utf-8").splitlines()
-    starts = [index for index, line in enumerate(lines) if line.startswith(f"| {first_header} |")]
+    starts = [index for index, line in enumerate(lines)
+              if line.startswith(f"{indent}| {first_header} |")]
     assert len(starts) == 1, f"README: {len(starts)} tables start with {first_header!r}"
     rows = []
     for line in lines[starts[0] + 2:]:
-        if not line.startswith("|"):
+        if not line.startswith(f"{indent}|"):
             break
         rows.append([cell.strip().replace("**", "") for cell in line.strip().strip("|").split("|")])
     assert rows, f"README: the {first_header!r} table has no rows"
@@ -125,6 +126,22 @@ def test_backward_table():
         expected = [f"{ours:.2f}", f"{theirs:.2f}", times(theirs / ours),
                     f"{row['peak_mb']['mamba2_tile']:.0f} / {row['peak_mb']['mamba_ssm']:.0f}",
                     errors(*largest, short=True), f"{ratios[worst]:.3f} ({worst})"]
+        assert cells[1:] == expected, cells[0]
+
+
+def test_h100_backward_table():
+    # The 2048-token training rows of the split form's dB/dC change, side by side on an H100.
+    rows = data_rows("h100_backward_L2048_2026-12-07c")
+    table = readme_table("b8 h64 p64 L2048 bf16, H100, 2026-12-07", indent="  ")
+    assert len(table) == len(rows), "the README's table shows every stored row"
+    for cells in table:
+        dstate, chunk = map(int, re.fullmatch(r"dstate (\d+), chunk (\d+)", cells[0]).groups())
+        row = one(rows, dstate=dstate, chunk_size=chunk)
+        ours, theirs = row["ms"]["mamba2_tile"], row["ms"]["mamba_ssm"]
+        errors_A = [row["grad_error"][name]["A"] for name in ("mamba2_tile", "mamba_ssm")]
+        expected = [ms(ours), ms(theirs), times(theirs / ours),
+                    f"{row['peak_mb']['mamba2_tile']:.0f} / {row['peak_mb']['mamba_ssm']:.0f}",
+                    f"{errors_A[0] / errors_A[1]:.2f}"]
         assert cells[1:] == expected, cells[0]
 
 
