@@ -325,25 +325,31 @@ def test_skip_gradient_within_float32_rounding():
     assert error["D"] <= 2.0**-24, error
 
 
+def recorded_launches(monkeypatch):
+    """A list that gets, for each backward from here on, the launches bwd_chunk planned."""
+    launch = bwd_chunk.bwd_chunk_launch
+    planned = []
+
+    def recording(*args, **kwargs):
+        found = launch(*args, **kwargs)
+        planned.append(found[0])
+        return found
+
+    monkeypatch.setattr(bwd_chunk, "bwd_chunk_launch", recording)
+    return planned
+
+
 @pytest.mark.parametrize("min_blocks", [1, 10**9], ids=["whole-group-per-block", "one-head"])
 def test_bwd_chunk_heads_per_block(monkeypatch, min_blocks):
     # bwd_chunk loops over several heads of a group in one block, summing their dB and dC; a
     # small problem gets one head per block (too few blocks otherwise), so force both ends: a
     # whole group of 4 heads per block (two blocks, one per group), and one head per block.
     monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_MIN_BLOCKS", min_blocks)
-    seen = []
-    launch = bwd_chunk.bwd_chunk_launch
-
-    def recording(*args, **kwargs):
-        found = launch(*args, **kwargs)
-        seen.append(found[0][-1].grid[1])
-        return found
-
-    monkeypatch.setattr(bwd_chunk, "bwd_chunk_launch", recording)
+    planned = recorded_launches(monkeypatch)
     check(Case(batch=2, seqlen=100, nheads=8, headdim=4, ngroups=2, dstate=16, D="channel",
                z=True, initial_states=True, dtype=torch.bfloat16, seed=11),
           tolerance=BFLOAT16_TOLERANCE)
-    assert seen == [2 if min_blocks == 1 else 8]
+    assert [launches[-1].grid[1] for launches in planned] == [2 if min_blocks == 1 else 8]
 
 
 # The 16-bit kernel with every head of a group in one block (BWD_CHUNK_MIN_BLOCKS = 1), on what
@@ -392,18 +398,11 @@ def test_16bit_split_form(monkeypatch, name, min_blocks):
     monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_SPLIT_DSTATE", 1)
     monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_SPLIT_COLUMNS", 8)
     monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_MIN_BLOCKS", min_blocks)
-    launch = bwd_chunk.bwd_chunk_launch
-    kernels = []
-
-    def recording(*args, **kwargs):
-        found = launch(*args, **kwargs)
-        kernels.append([kernel_function(one.kernel).__name__ for one in found[0]])
-        return found
-
-    monkeypatch.setattr(bwd_chunk, "bwd_chunk_launch", recording)
+    planned = recorded_launches(monkeypatch)
     arguments = dict(SIXTEEN_BIT_CASES[name])
     check(arguments.pop("case"), tolerance=1e-2, **arguments)
-    assert kernels == [SPLIT_FORM]
+    assert [[kernel_function(one.kernel).__name__ for one in launches]
+            for launches in planned] == [SPLIT_FORM]
 
 
 @pytest.mark.parametrize("dtype, dstate, chunk_size, kernels", [
@@ -514,18 +513,10 @@ def test_split_form_several_heads_an_mma(monkeypatch, name, depth):
     monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_SPLIT_DSTATE", 1)
     monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_MIN_BLOCKS", 1)
     monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_SPLIT_MMA_DEPTH", depth)
-    launch = bwd_chunk.bwd_chunk_launch
-    seen = []
-
-    def recording(*args, **kwargs):
-        found = launch(*args, **kwargs)
-        seen.append(found[0][-1].named_args()["HEADS_PER_MMA"])
-        return found
-
-    monkeypatch.setattr(bwd_chunk, "bwd_chunk_launch", recording)
+    planned = recorded_launches(monkeypatch)
     arguments = dict(HEADS_PER_MMA_CASES[name])
     check(arguments.pop("case"), tolerance=1e-2, **arguments)
-    assert seen == [depth // 16]
+    assert [launches[-1].named_args()["HEADS_PER_MMA"] for launches in planned] == [depth // 16]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
