@@ -649,10 +649,10 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, 
     batch, seqlen, nheads, headdim = x.shape
     ngroups, dstate = B.shape[2], B.shape[3]
     nchunks, chunk_size = dA_cumsum.shape[2], dA_cumsum.shape[3]
+    column_blocks = bwd_chunk_column_blocks(x.dtype, chunk_size, dstate)
     if heads_per_block is None:
-        heads_per_block = bwd_chunk_heads_per_block(
-            x.dtype, batch, nchunks, nheads, ngroups,
-            bwd_chunk_column_blocks(x.dtype, chunk_size, dstate))
+        heads_per_block = bwd_chunk_heads_per_block(x.dtype, batch, nchunks, nheads, ngroups,
+                                                    column_blocks)
     elif (isinstance(heads_per_block, bool) or not isinstance(heads_per_block, int)
           or heads_per_block < 1 or (nheads // ngroups) % heads_per_block):
         # A block's heads share one group's B and C (and, in the split form, its dscores).
@@ -699,8 +699,7 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, 
             (x, dt, dA_cumsum, dy, seq_arg, dscores, chunk_size, block_m, headdim_tile,
              seq_idx is not None))
         dB_dC_launch = KernelLaunch(
-            (batch * nchunks, nheads // heads_per_block,
-             bwd_chunk_column_blocks(x.dtype, chunk_size, dstate)),
+            (batch * nchunks, nheads // heads_per_block, column_blocks),
             with_hints(bwd_chunk_dB_dC_kernel, occupancy=BWD_CHUNK_SPLIT_DB_DC_OCCUPANCY),
             inputs + (dscores,) + packing + (dB, dC, chunk_size, block_m, columns, headdim_tile,
                                              heads_per_block,
