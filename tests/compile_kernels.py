@@ -348,6 +348,25 @@ def _backward_examples():
         for name, launch in _bwd_chunk_names(chunk):
             if name != "bwd_chunk_dscores":         # the same kernel as in partial chunks
                 yield f"{name}[{tag}]", launch.kernel, launch.args
+    yield from _varlen_one_block_a_chunk_example()
+
+
+def _varlen_one_block_a_chunk_example():
+    """The split form's dx kernel with the varlen terms at chunk 64 (one row block a chunk),
+    dstate 256: a constant row-block count around their loop failed in tileiras 13.4 (the
+    kernel's comment), and the GPU tests were the first to see it."""
+    seqlen, nheads, dstate = 67, 4, 256
+    x = torch.zeros(1, seqlen, nheads, 64, dtype=torch.bfloat16)
+    B = torch.zeros(1, seqlen, 1, dstate, dtype=torch.bfloat16)
+    dA_cumsum = torch.zeros(1, nheads, 2, 64)
+    states = torch.zeros(1, nheads, 2, 64, dstate, dtype=torch.bfloat16)
+    chunk, _ = bwd_chunk_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), states, states,
+                                torch.zeros(x.shape), torch.zeros(nheads),
+                                seq_idx=torch.zeros(1, seqlen, dtype=torch.int32),
+                                dvarlen_states=torch.zeros(2, nheads, 64, dstate),
+                                cu_seqlens=torch.tensor([0, 5, seqlen]))
+    launch = dict(_bwd_chunk_names(chunk))["bwd_chunk_dx"]
+    yield "bwd_chunk_dx[bfloat16-chunk64-n256-varlen]", launch.kernel, launch.args
 
 
 def _bwd_chunk_names(launches):

@@ -91,9 +91,11 @@ def bwd_chunk_dx_kernel(
     # chunk, where it is always 1): with a constant count the compiler unrolled the loops, and a
     # training step (H100, b8 h64 p64 L2048 chunk 256) took 2.75 ms against 1.83 at dstate 128,
     # 4.56 against 3.19 at dstate 256, the gradients the same bit for bit
-    # (data/h100_bwd_chunk_dx_row_count_2026-12-07.txt).
+    # (data/h100_bwd_chunk_dx_row_count_2026-12-07.txt). Not with the varlen terms: a constant
+    # count of 1 around their loop over sequences failed in tileiras 13.4 ("Invalid use-def
+    # chain in schedule", chunk 64, dstate 256, on sm_90).
     token_blocks = row_blocks_with_tokens(x.shape[1], c, CHUNK_SIZE, BLOCK_M,
-                                          CHUNK_SIZE == BLOCK_M)
+                                          (CHUNK_SIZE == BLOCK_M) & (not HAS_VARLEN))
     zero = ct.PaddingMode.ZERO
     mma_dtype = x.dtype
     dA_last = ct.reshape(ct.load(dA_cumsum, (b, h, c, CHUNK_SIZE - 1), (1, 1, 1, 1)),

@@ -14,7 +14,7 @@ def row_blocks_with_tokens(seqlen, c, CHUNK_SIZE, BLOCK_M, WHOLE_CHUNKS):
     (data/h100_bwd_row_block_fix_2026-12-06.txt). With ``WHOLE_CHUNKS`` (seqlen a multiple of
     the chunk, or one block a chunk) the count is a constant, so those loops keep a fixed
     length and the compiler may unroll them. The split form's dx kernel asks for the constant
-    only at one block a chunk: unrolled in whole chunks of 256, its training step was a third
+    only at one block a chunk, and not with the varlen terms (its comment says why): unrolled in whole chunks of 256, its training step was a third
     slower on an H100 (data/h100_bwd_chunk_dx_row_count_2026-12-07.txt)."""
     blocks = CHUNK_SIZE // BLOCK_M
     if not WHOLE_CHUNKS:
