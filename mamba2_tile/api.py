@@ -56,7 +56,7 @@ from functools import lru_cache
 import torch
 
 from mamba2_tile import autotune
-from mamba2_tile.autograd import SSDFunction
+from mamba2_tile.autograd import SSDFunction, keeps_chunk_states
 from mamba2_tile.kernels import (DEFAULT_OPTIONS, chunk_cumsum, compute_out, fused_state_out,
                                  fwd_pass_state)
 from mamba2_tile.kernels.plan import device_sm_count, plan, plan_for
@@ -354,7 +354,8 @@ def _forward_with_grad(tensors, chunk_size, seq_idx, cu_seqlens, dt_softplus, dt
 
     def run_forward(x, dt, A, B, C, D, z, dt_bias, initial_states):
         return _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx,
-                        cu_seqlens, dt_softplus, dt_limit, True, return_varlen_states, options)
+                        cu_seqlens, dt_softplus, dt_limit, True, return_varlen_states, options,
+                        keep_chunk_states=True)
 
     settings = dict(chunk_size=chunk_size, dt_softplus=dt_softplus, dt_limit=dt_limit,
                     seq_idx=seq_idx, cu_seqlens=cu_seqlens)
@@ -401,25 +402,38 @@ def forward_with_options(x, dt, A, B, C, chunk_size, options=DEFAULT_OPTIONS, **
 
 
 def _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens,
-             dt_softplus, dt_limit, return_final_states, return_varlen_states, options):
+             dt_softplus, dt_limit, return_final_states, return_varlen_states, options,
+             keep_chunk_states=False):
     """The kernels of planned ``options`` (their path decided, see :func:`plan_for`), then,
     for ``return_varlen_states``, :mod:`mamba2_tile.kernels.varlen_states` from the states
-    that path kept (the state entering each chunk, each segment, or ``initial_states``)."""
+    that path kept (the state entering each chunk, each segment, or ``initial_states``).
+
+    ``keep_chunk_states`` (training): the outputs end with the state entering each chunk, (b, h,
+    c, p, n) in ``x``'s dtype, written by the fused kernels as they pass where
+    :func:`mamba2_tile.autograd.keeps_chunk_states` says so, else ``None`` (the backward
+    recomputes them)."""
     dA_cumsum, dt_chunks = chunk_cumsum(dt, A, chunk_size, dt_bias=dt_bias,
                                         dt_softplus=dt_softplus, dt_limit=tuple(dt_limit),
                                         options=options.chunk_cumsum)
+    kept_chunk_states = None
+    if (keep_chunk_states and options.fuse_state_passing
+            and keeps_chunk_states(B.shape[3], chunk_size)):
+        batch, _, nheads, headdim = x.shape
+        kept_chunk_states = torch.empty(batch, nheads, dA_cumsum.shape[2], headdim, B.shape[3],
+                                        dtype=x.dtype, device=x.device)
     # The states varlen_states starts from, (anchor_states, anchor_chunks, transposed), and the
     # options whose TF32 switch it follows: the initial states unless the path keeps others.
     kept = (initial_states, None, False)
     numerics = options.fused_state_out
     if options.fuse_state_passing and options.segment_chunks is None:
         y, final_states = fused_state_out(x, dt_chunks, dA_cumsum, B, C, initial_states, D=D,
-                                          z=z, options=options.fused_state_out, seq_idx=seq_idx)
+                                          z=z, options=options.fused_state_out, seq_idx=seq_idx,
+                                          chunk_states=kept_chunk_states)
     elif options.fuse_state_passing:
         y, final_states, entering = sequence_parallel_states(
             x, dt_chunks, dA_cumsum, B, C, initial_states, D=D, z=z,
             options=options.fused_state_out, segment_chunks=options.segment_chunks,
-            seq_idx=seq_idx)
+            seq_idx=seq_idx, chunk_states=kept_chunk_states)
         if entering is not None:
             kept = (entering, options.segment_chunks, False)
     else:
@@ -439,4 +453,6 @@ def _forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx,
         outputs += (varlen_states(x, B, dt_chunks, dA_cumsum, cu_seqlens, anchor_states,
                                   anchor_chunks, seq_idx, transposed,
                                   numerics.use_tf32(x.dtype)),)
+    if keep_chunk_states:
+        outputs += (kept_chunk_states,)
     return outputs if len(outputs) > 1 else y

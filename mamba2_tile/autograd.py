@@ -1,12 +1,14 @@
 """Training: gradients of :func:`mamba2_tile.api.mamba_chunk_scan_combined`.
 
 :class:`SSDFunction` is the ``torch.autograd.Function`` the API routes a call through when a
-tensor argument requires a gradient. Its forward runs the API's forward kernels unchanged and
-saves only the inputs; its backward (:func:`ssd_backward`) recomputes what is cheap to recompute
+tensor argument requires a gradient. Its forward runs the API's forward kernels and saves
+the inputs (and, where :func:`keeps_chunk_states` says so, the state entering each chunk, which
+the fused forward kernel then writes as it passes); its backward (:func:`ssd_backward`) recomputes what is cheap to recompute
 and runs the backward kernels:
 
-1. ``chunk_cumsum`` again (``dA_cumsum``, the prepared ``dt``), ``fwd_pass_state`` again (the
-   state entering each chunk, in the input dtype), and, only when ``z`` needs a gradient,
+1. ``chunk_cumsum`` again (``dA_cumsum``, the prepared ``dt``), the state entering each chunk
+   in the input dtype (kept by the forward where :func:`keeps_chunk_states` says so, else
+   ``fwd_pass_state`` again), and, only when ``z`` needs a gradient,
    ``compute_out`` without skip and gate, written in float32: the scan's output ``y_ssd``;
 2. the gate's backward (elementwise): ``dz`` and the scan's output gradient ``dy``;
 3. :mod:`mamba2_tile.kernels.bwd_state_pass`: the state gradient walking the chunks in reverse
@@ -68,6 +70,18 @@ STATE_RECOMPUTE_OPTIONS = FwdPassStateOptions(occupancy=BWD_STATE_PASS_OCCUPANCY
 TENSOR_ARGUMENTS = ("x", "dt", "A", "B", "C", "D", "z", "dt_bias", "initial_states")
 
 
+def keeps_chunk_states(dstate, chunk_size):
+    """Whether a training forward keeps the state entering each chunk for the backward, instead
+    of the backward recomputing it with ``fwd_pass_state``: where those states, ``(nchunks,
+    headdim, dstate)`` a head, take no more memory than ``x``'s ``(seqlen, headdim)``, that is
+    ``dstate <= chunk_size``. Kept, they are held from the forward to the backward in every
+    layer of a model, as mamba_ssm holds its output ``y`` (``x``'s size); at chunk 64 and dstate
+    128 they would be twice that, and are recomputed. The recomputation took 8-14% of a training
+    step on an H100 (b8 h64 p64 L2048 bf16, ``python -m mamba2_tile.tools.profile_backward``,
+    2026-12-07): 0.14 ms of 1.80 at dstate 128 chunk 256, 0.28 of 3.01 at dstate 256."""
+    return dstate <= chunk_size
+
+
 class SSDFunction(torch.autograd.Function):
     """``(y, final_states)`` of the forward pass ``run_forward`` (the API's, planned for these
     inputs), then ``varlen_states`` when ``settings["cu_seqlens"]`` is given, differentiable in
@@ -76,16 +90,19 @@ class SSDFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, run_forward, settings, x, dt, A, B, C, D, z, dt_bias, initial_states):
         tensors = (x, dt, A, B, C, D, z, dt_bias, initial_states)
-        ctx.save_for_backward(*tensors)
-        ctx.settings = settings
         # Detached: the kernels read the tensors' memory, outside autograd's view.
-        return run_forward(*(None if t is None else t.detach() for t in tensors))
+        *outputs, chunk_states = run_forward(*(None if t is None else t.detach()
+                                               for t in tensors))
+        ctx.save_for_backward(*tensors, chunk_states)
+        ctx.settings = settings
+        return tuple(outputs)
 
     @staticmethod
     def backward(ctx, dy, dfinal_states, dvarlen_states=None):
-        tensors = ctx.saved_tensors
+        *tensors, chunk_states = ctx.saved_tensors
         grads = ssd_backward(*tensors, **ctx.settings, dy=dy, dfinal_states=dfinal_states,
-                             dvarlen_states=dvarlen_states, needs=ctx.needs_input_grad[2:])
+                             dvarlen_states=dvarlen_states, needs=ctx.needs_input_grad[2:],
+                             chunk_states=chunk_states)
         return (None, None) + grads
 
 
@@ -161,27 +178,30 @@ def _packed_step_gradient(to_end, whole_chunk, seq_idx, chunk_size):
 
 def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, dt_softplus,
                  dt_limit, dy, dfinal_states, needs=(True,) * 9, seq_idx=None, cu_seqlens=None,
-                 dvarlen_states=None):
+                 dvarlen_states=None, chunk_states=None):
     """The gradients of ``(y, final_states)`` for output gradients ``dy`` and ``dfinal_states``
     (either may be ``None``: zero); returns one gradient per :data:`TENSOR_ARGUMENTS` entry, in
     that input's dtype, ``None`` for an absent input or one whose ``needs`` entry is False.
     ``seq_idx`` (b, l) int32: the packing of the forward call; ``dvarlen_states``
     (num_sequences, h, p, n), with ``cu_seqlens``: the gradient of each sequence's last state
-    (module doc)."""
+    (module doc). ``chunk_states`` (b, h, c, p, n) in ``x``'s dtype: the state entering each
+    chunk, as the forward kept it, or ``None`` to recompute it."""
     seqlen, nheads = x.shape[1], x.shape[2]
     dA_cumsum, dt_chunks = chunk_cumsum(dt, A, chunk_size, dt_bias=dt_bias,
                                         dt_softplus=dt_softplus, dt_limit=tuple(dt_limit))
     # The states entering each chunk in the input dtype: bwd_chunk rounds them to it for its
     # mma anyway, and they are the backward's largest buffer (b, h, c, p, n).
-    chunk_states, final_states = fwd_pass_state(
-        x, B, dt_chunks, dA_cumsum, initial_states, options=STATE_RECOMPUTE_OPTIONS,
-        low_precision_states=True, seq_idx=seq_idx)
+    if chunk_states is None:
+        chunk_states, _ = fwd_pass_state(
+            x, B, dt_chunks, dA_cumsum, initial_states, options=STATE_RECOMPUTE_OPTIONS,
+            low_precision_states=True, seq_idx=seq_idx)
 
     # Without a gate the kernels read dy as it came (they round it to the input dtype for
     # their mma anyway): no float32 copy.
     dy = torch.zeros_like(x) if dy is None else dy.contiguous()
     if dfinal_states is None:
-        dfinal_states = torch.zeros_like(final_states)
+        dfinal_states = torch.zeros(chunk_states.shape[:2] + chunk_states.shape[3:],
+                                    dtype=torch.float32, device=x.device)
     dz = None
     if z is not None:
         # In place on our own float32 buffers: four of (b, l, h, p) at most, dz returned early

@@ -349,6 +349,7 @@ def _backward_examples():
             if name != "bwd_chunk_dscores":         # the same kernel as in partial chunks
                 yield f"{name}[{tag}]", launch.kernel, launch.args
     yield from _varlen_one_block_a_chunk_example()
+    yield from _training_forward_examples()
 
 
 def _varlen_one_block_a_chunk_example():
@@ -367,6 +368,35 @@ def _varlen_one_block_a_chunk_example():
                                 cu_seqlens=torch.tensor([0, 5, seqlen]))
     launch = dict(_bwd_chunk_names(chunk))["bwd_chunk_dx"]
     yield "bwd_chunk_dx[bfloat16-chunk64-n256-varlen]", launch.kernel, launch.args
+
+
+def _training_forward_examples():
+    """The fused kernel as a training forward runs it, writing the state entering each chunk
+    for the backward (``mamba2_tile.autograd.keeps_chunk_states``): C Bᵀ formed in the kernel
+    (dstate 128) and read (dstate 256, in segments; float32), a partial last chunk (never run,
+    only compiled)."""
+    for dtype, dstate, segment_chunks in [(torch.bfloat16, 128, None), (torch.bfloat16, 256, 2),
+                                          (torch.float32, 256, None)]:
+        chunk_size, nheads, headdim, nchunks = 256, 4, 64, 3
+        options = DEFAULT_OPTIONS.fused_state_out
+        x = torch.zeros(1, (nchunks - 1) * chunk_size + 3, nheads, headdim, dtype=dtype)
+        B = torch.zeros(1, x.shape[1], 1, dstate, dtype=dtype)
+        dA_cumsum = torch.zeros(1, nheads, nchunks, chunk_size)
+        scores = None
+        if scores_given(dstate):
+            _, scores = chunk_scores_launch(B, B.clone(), fused_block_m(chunk_size, options),
+                                            options.tf32)
+        entering = None
+        if segment_chunks is not None:
+            entering = torch.zeros(1, nheads, 2, headdim, dstate)
+        chunk_states = torch.zeros(1, nheads, nchunks, headdim, dstate, dtype=dtype)
+        fused, _ = fused_state_out_launch(x, dA_cumsum, dA_cumsum, B, B.clone(), entering,
+                                          D=torch.zeros(nheads), options=options, scores=scores,
+                                          segment_chunks=segment_chunks,
+                                          chunk_states=chunk_states)
+        tag = f"{str(dtype).removeprefix('torch.')}-chunk{chunk_size}-n{dstate}"
+        segments = "" if segment_chunks is None else "-segments"
+        yield f"fused_state_out[{tag}{segments}-keeps-chunk-states]", fused.kernel, fused.args
 
 
 def _bwd_chunk_names(launches):

@@ -83,6 +83,8 @@ def fused_state_out_kernel(
     seq_idx,                                        # (b, l) int32: packed sequences
     scores,                                         # (b, g, row blocks, BLOCK_M, BLOCK_M) C Bᵀ
     y, final_states,                                # outputs: like x; (b, h, p, n) float32
+    chunk_states,                                   # output: (b, h, c, p, n), the state entering
+                                                    # each chunk, for the backward
     segment_blocks,                                 # row blocks per segment (runtime int)
     CHUNK_SIZE: ct.Constant[int],
     BLOCK_M: ct.Constant[int],                      # rows handled at once, divides CHUNK_SIZE
@@ -96,6 +98,7 @@ def fused_state_out_kernel(
     SCORES_GIVEN: ct.Constant[bool],                # read C Bᵀ from scores instead of forming it
     LATENCY: ct.Constant[int],                      # DRAM latency hint, 1-10; 0 = no hint
     TF32: ct.Constant[bool],                        # float32 mma operands rounded to TF32
+    STORE_CHUNK_STATES: ct.Constant[bool],          # write chunk_states (training)
 ):
     nheads = x.shape[2]
     seqlen = x.shape[1]
@@ -132,6 +135,11 @@ def fused_state_out_kernel(
         m = row_block % blocks_per_chunk
         if m == 0:
             dA_start = ct.zeros((1, 1), dtype=ct.float32)       # a chunk's cumsum starts at 0
+            if STORE_CHUNK_STATES:
+                # The state entering chunk c, which the backward would otherwise recompute.
+                ct.store(chunk_states, (b, h, c, p_tile, 0),
+                         ct.reshape(ct.transpose(state).astype(chunk_states.dtype),
+                                    (1, 1, 1, BLOCK_P, DSTATE)))
         # The entering state as an mma operand, rounded like stage 3 rounds what stage 2 stored.
         h_enter = state.astype(C.dtype).astype(mma_dtype)
         dA_block = ct.load(dA_cumsum, (b, h, c, m), (1, 1, 1, BLOCK_M))
@@ -274,7 +282,7 @@ def uses_fused(x, B, options):
 
 def fused_state_out_launch(x, dt, dA_cumsum, B, C, initial_states=None, D=None, z=None,
                            options=FusedStateOutOptions(), scores=None,
-                           segment_chunks=None, seq_idx=None):
+                           segment_chunks=None, seq_idx=None, chunk_states=None):
     """Allocate ``y`` and ``final_states`` and plan the launch.
 
     Returns ``(KernelLaunch, (y, final_states))``; ``dt`` and ``dA_cumsum`` are stage 1's
@@ -287,6 +295,9 @@ def fused_state_out_launch(x, dt, dA_cumsum, B, C, initial_states=None, D=None, 
     ``(b, h, segments, p, n)``, the state entering each segment (:func:`segment_pass`).
     Otherwise ``initial_states`` is the usual ``(b, h, p, n)`` or ``None``. ``seq_idx``
     (b, l) int32 packs several sequences in a row (:mod:`mamba2_tile.kernels.packing`).
+    ``chunk_states`` (b, h, c, p, n), contiguous, takes the state entering each chunk as the
+    kernel carries it, rounded to its dtype: what :func:`mamba2_tile.kernels.fwd_pass_state`
+    would give the backward (``None``: not written).
     """
     expect_options(options, FusedStateOutOptions)
     batch, _, nheads, headdim = x.shape
@@ -313,11 +324,13 @@ def fused_state_out_launch(x, dt, dA_cumsum, B, C, initial_states=None, D=None, 
         seq_placeholder(x) if seq_idx is None else seq_idx,
         absent if scores is None else scores,
         y, final_states,
+        absent if chunk_states is None else chunk_states,
         segment_chunks * (chunk_size // block_m),
         chunk_size, block_m, block_p, next_power_of_2(dstate),
         initial_states is not None, seq_idx is not None,
         D is not None, D is not None and D.dim() == 2,
         z is not None, scores is not None, options.latency_constant(), options.use_tf32(x.dtype),
+        chunk_states is not None,
     )
     kernel = with_hints(fused_state_out_kernel,
                         fused_occupancy(dstate, block_p, options.occupancy, float32),
@@ -326,13 +339,15 @@ def fused_state_out_launch(x, dt, dA_cumsum, B, C, initial_states=None, D=None, 
 
 
 def fused_state_out(x, dt, dA_cumsum, B, C, initial_states=None, D=None, z=None,
-                    options=FusedStateOutOptions(), seq_idx=None):
+                    options=FusedStateOutOptions(), seq_idx=None, chunk_states=None):
     """Run stages 2 and 3 fused (with :func:`chunk_scores` first where :func:`scores_given`);
-    returns ``(y, final_states)``."""
+    returns ``(y, final_states)``, and fills ``chunk_states`` if given
+    (:func:`fused_state_out_launch`)."""
     scores = None
     if scores_given(B.shape[3]):
         scores = chunk_scores(B, C, fused_block_m(dA_cumsum.shape[3], options), options.tf32)
     launch, outputs = fused_state_out_launch(x, dt, dA_cumsum, B, C, initial_states, D, z,
-                                             options, scores, seq_idx=seq_idx)
+                                             options, scores, seq_idx=seq_idx,
+                                             chunk_states=chunk_states)
     launch.run()
     return outputs

@@ -69,14 +69,16 @@ def sequence_parallel_state_out(x, dt, dA_cumsum, B, C, initial_states=None, D=N
 
 
 def sequence_parallel_states(x, dt, dA_cumsum, B, C, initial_states=None, D=None, z=None,
-                             options=FusedStateOutOptions(), segment_chunks=1, seq_idx=None):
+                             options=FusedStateOutOptions(), segment_chunks=1, seq_idx=None,
+                             chunk_states=None):
     """:func:`sequence_parallel_state_out`, and the state entering each segment:
     ``(y, final_states, entering)``, ``entering`` (b, h, segments, p, n) float32, or ``None``
     with a single segment (then it is ``initial_states``). The packed path's
-    ``varlen_states`` start from those states."""
+    ``varlen_states`` start from those states. ``chunk_states``, if given, takes the state
+    entering each chunk (:func:`~mamba2_tile.kernels.fused_state_out.fused_state_out_launch`)."""
     if segment_chunks >= dA_cumsum.shape[2]:
         return (*fused_state_out(x, dt, dA_cumsum, B, C, initial_states, D, z, options,
-                                 seq_idx), None)
+                                 seq_idx, chunk_states), None)
     local, decay = segment_states(x, B, dt, dA_cumsum, segment_chunks, options, seq_idx)
     entering = segment_pass(local, decay, initial_states)
     scores = None
@@ -84,6 +86,6 @@ def sequence_parallel_states(x, dt, dA_cumsum, B, C, initial_states=None, D=None
         scores = chunk_scores(B, C, fused_block_m(dA_cumsum.shape[3], options), options.tf32)
     launch, (y, final_states) = fused_state_out_launch(x, dt, dA_cumsum, B, C, entering, D, z,
                                                        options, scores, segment_chunks,
-                                                       seq_idx)
+                                                       seq_idx, chunk_states)
     launch.run()
     return y, final_states, entering

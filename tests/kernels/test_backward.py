@@ -77,9 +77,10 @@ def test_without_final_states_gradient():
           with_final=False)
 
 
-def test_states_recomputed_with_the_occupancy_hint(monkeypatch):
-    # autograd.STATE_RECOMPUTE_OPTIONS reaches fwd_pass_state (what its hint buys on sm_90:
-    # tests/test_compiler.py), in float32 and in a packed bfloat16 call.
+@pytest.fixture
+def recomputed_states(monkeypatch):
+    """The options of each ``fwd_pass_state`` call the backward makes to recompute the
+    states entering the chunks."""
     seen = []
     run = autograd.fwd_pass_state
 
@@ -88,10 +89,26 @@ def test_states_recomputed_with_the_occupancy_hint(monkeypatch):
         return run(*args, **kwargs)
 
     monkeypatch.setattr(autograd, "fwd_pass_state", recording)
-    check(Case(seqlen=100, nheads=2, headdim=8, dstate=16, seed=13))
-    check(Case(seqlen=100, nheads=2, headdim=8, dstate=16, dtype=torch.bfloat16, seed=13),
+    return seen
+
+
+def test_states_recomputed_with_the_occupancy_hint(recomputed_states):
+    # Where the forward does not keep them (dstate 128 > chunk 64), autograd.
+    # STATE_RECOMPUTE_OPTIONS reaches fwd_pass_state (what its hint buys on sm_90:
+    # tests/test_compiler.py), in float32 and in a packed bfloat16 call.
+    check(Case(seqlen=100, nheads=2, headdim=8, dstate=128, seed=13))
+    check(Case(seqlen=100, nheads=2, headdim=8, dstate=128, dtype=torch.bfloat16, seed=13),
           tolerance=BFLOAT16_TOLERANCE, seq_idx=packed([60, 40]))
-    assert [options.occupancy for options in seen] == [2, 2]
+    assert [options.occupancy for options in recomputed_states] == [2, 2]
+
+
+def test_keeps_chunk_states_rule():
+    # Kept where the states (nchunks, headdim, dstate) a head are no larger than x's
+    # (seqlen, headdim).
+    assert autograd.keeps_chunk_states(128, 128) and autograd.keeps_chunk_states(256, 256)
+    assert autograd.keeps_chunk_states(64, 256) and autograd.keeps_chunk_states(16, 64)
+    assert not autograd.keeps_chunk_states(128, 64) and not autograd.keeps_chunk_states(256, 128)
+
 
 
 def test_only_some_inputs_require_grad():
@@ -124,6 +141,26 @@ def packed(*rows):
         out.append(torch.repeat_interleave(torch.arange(first, first + len(lengths)),
                                            torch.tensor(lengths)))
     return torch.stack(out).int()
+
+
+# The forward's kept states stand in for the recomputation: nothing recomputed, and the
+# gradients still those of the float64 recurrence. One segment (batch 4 x 40 heads fill the
+# 132 SMs the plan assumes on a CPU) and several (batch 1: the sequence-parallel path), a
+# partial last chunk, packed rows, initial states, dstate padded (24 -> 32) and headdim in two
+# tiles (128 at dstate 128: the fused kernel's 64-wide state tiles).
+@pytest.mark.parametrize("name, case, kwargs", [
+    ("segments", Case(seqlen=300, nheads=2, headdim=8, dstate=24, D="head", initial_states=True,
+                      seed=21), dict(chunk_size=64)),
+    ("one segment", Case(batch=4, seqlen=130, nheads=40, headdim=4, dstate=16, seed=22),
+     dict(chunk_size=64)),
+    ("packed", Case(seqlen=300, nheads=2, headdim=8, dstate=16, initial_states=True, seed=23),
+     dict(chunk_size=64, seq_idx=packed([90, 100, 110]))),
+    ("two headdim tiles", Case(seqlen=140, nheads=1, headdim=128, dstate=128, seed=24),
+     dict(chunk_size=128)),
+])
+def test_kept_chunk_states(recomputed_states, name, case, kwargs):
+    check(case, **kwargs)
+    assert recomputed_states == []
 
 
 # Packs (chunk 64 unless said): sequences of length 1 at the start, in the middle and at the

@@ -5,13 +5,16 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
+from mamba2_tile import reference
 from mamba2_tile.api import forward_with_options
 from mamba2_tile.kernels import DEFAULT_OPTIONS, ForwardOptions, FusedStateOutOptions
 from mamba2_tile.kernels.fused_state_out import (FLOAT32_WORKER_WARPS, MAX_LARGE_STATE_ELEMENTS,
                                                  MAX_STATE_ELEMENTS, SPLIT_MAX_STATE_ELEMENTS,
                                                  fused_block_p, fused_state_out_kernel,
                                                  fused_state_out_launch)
+from mamba2_tile.kernels.chunk_cumsum import chunk_cumsum
 from mamba2_tile.kernels.launching import with_hints
+from mamba2_tile.kernels.sequence_parallel import sequence_parallel_states
 from mamba2_tile.tolerances import TF32_TOLERANCE, TOLERANCES, assert_close
 from ssd_cases import DTYPES, Case, api_kwargs, expected_output, make_case, random_cases
 
@@ -153,3 +156,29 @@ def test_launch_can_be_inspected_without_running():
 def test_bad_path_option_is_refused():
     with pytest.raises(ValueError, match="fuse_state_passing"):
         ForwardOptions(fuse_state_passing="yes")
+
+
+# The state entering each chunk, written for the backward (mamba2_tile.autograd.
+# keeps_chunk_states), against the float64 reference's stage 2: one segment and several, a
+# partial last chunk, packed rows, initial states, padded dstate (24 -> 32), headdim in two
+# tiles, chunk 128 (two row blocks a chunk, the state handed on inside it).
+@pytest.mark.parametrize("dtype, chunk_size, segment_chunks, packed", [
+    (torch.float32, 64, None, False), (torch.float32, 64, 2, True),
+    (torch.bfloat16, 128, None, True), (torch.bfloat16, 64, 3, False)])
+def test_chunk_states_written_for_the_backward(dtype, chunk_size, segment_chunks, packed):
+    t = make_case(Case(batch=2, seqlen=330, nheads=2, headdim=80, dstate=24, initial_states=True,
+                       dtype=dtype, seed=31))
+    seq_idx = None
+    if packed:
+        seq_idx = torch.tensor([0] * 100 + [1] * 130 + [2] * 100, dtype=torch.int32)
+        seq_idx = seq_idx.expand(2, -1).contiguous()
+    dA_cumsum, dt = chunk_cumsum(t["dt"], t["A"], chunk_size)
+    kept = torch.full((2, 2, dA_cumsum.shape[2], 80, 24), float("nan"), dtype=dtype)
+    sequence_parallel_states(t["x"], dt, dA_cumsum, t["B"], t["C"], t["initial_states"],
+                             segment_chunks=segment_chunks or dA_cumsum.shape[2],
+                             seq_idx=seq_idx, chunk_states=kept)
+    expected, _ = reference.fwd_pass_state(
+        t["x"].double().numpy(), t["B"].double().numpy(), dt.double().numpy(),
+        dA_cumsum.double().numpy(), t["initial_states"].double().numpy(),
+        None if seq_idx is None else seq_idx.numpy())
+    assert_close(kept, torch.from_numpy(expected), TOLERANCES[dtype], "chunk_states")
