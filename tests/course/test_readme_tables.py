@@ -129,10 +129,15 @@ def test_backward_table():
         assert cells[1:] == expected, cells[0]
 
 
-def test_h100_backward_table():
-    # The 2048-token training rows of the split form's dB/dC change, side by side on an H100.
-    rows = data_rows("h100_backward_L2048_2026-12-07c")
-    table = readme_table("b8 h64 p64 L2048 bf16, H100, 2026-12-07", indent="  ")
+@pytest.mark.parametrize("name, first_header", [
+    # The 2048-token training rows of the split form's dB/dC change, then with the chunk states
+    # kept by the forward, side by side on an H100.
+    ("h100_backward_L2048_2026-12-07c", "b8 h64 p64 L2048 bf16, H100, 2026-12-07"),
+    ("h100_backward_L2048_2026-12-07e", "b8 h64 p64 L2048 bf16, H100, 2026-12-07, states kept"),
+])
+def test_h100_backward_table(name, first_header):
+    rows = data_rows(name)
+    table = readme_table(first_header, indent="  ")
     assert len(table) == len(rows), "the README's table shows every stored row"
     for cells in table:
         dstate, chunk = map(int, re.fullmatch(r"dstate (\d+), chunk (\d+)", cells[0]).groups())
