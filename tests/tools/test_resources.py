@@ -27,11 +27,15 @@ def test_the_launches_are_those_of_the_plan(problem, names):
     assert kernel_names(problem) == names
 
 
-def test_a_training_step_launches_the_backward_kernels_after_the_forward():
+# The chunk states kept by the forward at chunk 256 (dstate 256 <= 256), recomputed at chunk 64
+# (mamba2_tile.autograd.keeps_chunk_states).
+@pytest.mark.parametrize("chunk_size, recomputed", [(256, []), (64, ["fwd_pass_state"])])
+def test_a_training_step_launches_the_backward_kernels_after_the_forward(chunk_size, recomputed):
     names = [_kernel_name(kernel).removesuffix("_kernel") for kernel, _args
-             in resources.planned_launches(Problem(8, 2048, 64, 64, 256, 1, 256), backward=True)]
+             in resources.planned_launches(Problem(8, 2048, 64, 64, 256, 1, chunk_size),
+                                           backward=True)]
     assert names == ["chunk_cumsum", "chunk_scores", "fused_state_out",        # forward
-                     "chunk_cumsum", "fwd_pass_state",                         # recomputed
+                     "chunk_cumsum", *recomputed,
                      "bwd_state_pass", "bwd_chunk_dx", "bwd_chunk_dscores", "bwd_chunk_dB_dC"]
 
 
