@@ -575,12 +575,18 @@ def bwd_chunk_split_form(dtype, chunk_size, dstate):
                  or chunk_size >= BWD_CHUNK_SPLIT_CHUNK))
 
 
+def bwd_chunk_split_columns(dstate):
+    """The dstate columns of one block of the split form's dB/dC kernel:
+    ``BWD_CHUNK_SPLIT_COLUMNS``, or the padded dstate if narrower."""
+    return min(BWD_CHUNK_SPLIT_COLUMNS, next_power_of_2(dstate))
+
+
 def bwd_chunk_column_blocks(dtype, chunk_size, dstate):
     """Blocks a launch has for each (chunk, block of heads): the split form's dB/dC kernel one
-    per ``BWD_CHUNK_SPLIT_COLUMNS`` columns of dstate, the one-kernel forms one."""
+    per :func:`bwd_chunk_split_columns` columns of dstate, the one-kernel forms one."""
     if not bwd_chunk_split_form(dtype, chunk_size, dstate):
         return 1
-    return -(-dstate // min(BWD_CHUNK_SPLIT_COLUMNS, next_power_of_2(dstate)))
+    return -(-dstate // bwd_chunk_split_columns(dstate))
 
 # The split form's dB/dC kernel with the occupancy hint 2 (two blocks an SM: 128 registers a
 # thread on sm_90): in the same steps at dstate 256, 4.53 ms against 5.46 without at chunk 256,
@@ -683,7 +689,7 @@ def bwd_chunk_launch(x, dt, dA_cumsum, B, C, chunk_states, dstates, dy, D=None, 
     flags = packed + (seqlen % chunk_size == 0,)
     headdim_tile, dstate_tile = next_power_of_2(headdim), next_power_of_2(dstate)
     if bwd_chunk_split_form(x.dtype, chunk_size, dstate):
-        columns = min(BWD_CHUNK_SPLIT_COLUMNS, dstate_tile)
+        columns = bwd_chunk_split_columns(dstate)
         dx_launch = KernelLaunch(
             (batch * nchunks, nheads, 1),
             with_hints(bwd_chunk_dx_kernel, occupancy=BWD_CHUNK_SPLIT_DX_OCCUPANCY),

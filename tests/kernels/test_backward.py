@@ -425,6 +425,19 @@ def test_16bit_whole_group_per_block(monkeypatch, name):
 SPLIT_FORM = ["bwd_chunk_dx_kernel", "bwd_chunk_dscores_kernel", "bwd_chunk_dB_dC_kernel"]
 
 
+def check_split_form(monkeypatch, case, **constants):
+    """:func:`check` one of the cases above (a dict: ``case`` and the call's keywords) with the
+    split form forced at every dstate and ``constants`` (of :mod:`mamba2_tile.kernels.bwd_chunk`)
+    set; returns the launches bwd_chunk planned."""
+    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_SPLIT_DSTATE", 1)
+    for name, value in constants.items():
+        monkeypatch.setattr(bwd_chunk, name, value)
+    planned = recorded_launches(monkeypatch)
+    arguments = dict(case)
+    check(arguments.pop("case"), tolerance=1e-2, **arguments)
+    return planned
+
+
 @pytest.mark.parametrize("min_blocks", [1, 10**9], ids=["whole-group-per-block", "one-head"])
 @pytest.mark.parametrize("name", SIXTEEN_BIT_CASES)
 def test_16bit_split_form(monkeypatch, name, min_blocks):
@@ -432,12 +445,8 @@ def test_16bit_split_form(monkeypatch, name, min_blocks):
     # dstate, with dB and dC made 8 columns a block (two to four column blocks, the last partial
     # at dstate 24), and both ends of the heads a block: every head of a group in one block, and
     # one head a block (where only a group's first block adds the in-chunk dscores terms).
-    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_SPLIT_DSTATE", 1)
-    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_SPLIT_COLUMNS", 8)
-    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_MIN_BLOCKS", min_blocks)
-    planned = recorded_launches(monkeypatch)
-    arguments = dict(SIXTEEN_BIT_CASES[name])
-    check(arguments.pop("case"), tolerance=1e-2, **arguments)
+    planned = check_split_form(monkeypatch, SIXTEEN_BIT_CASES[name], BWD_CHUNK_SPLIT_COLUMNS=8,
+                               BWD_CHUNK_MIN_BLOCKS=min_blocks)
     assert [[kernel_function(one.kernel).__name__ for one in launches]
             for launches in planned] == [SPLIT_FORM]
 
@@ -547,12 +556,8 @@ HEADS_PER_MMA_CASES = {
 @pytest.mark.parametrize("depth", [64, 128])
 @pytest.mark.parametrize("name", HEADS_PER_MMA_CASES)
 def test_split_form_several_heads_an_mma(monkeypatch, name, depth):
-    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_SPLIT_DSTATE", 1)
-    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_MIN_BLOCKS", 1)
-    monkeypatch.setattr(bwd_chunk, "BWD_CHUNK_SPLIT_MMA_DEPTH", depth)
-    planned = recorded_launches(monkeypatch)
-    arguments = dict(HEADS_PER_MMA_CASES[name])
-    check(arguments.pop("case"), tolerance=1e-2, **arguments)
+    planned = check_split_form(monkeypatch, HEADS_PER_MMA_CASES[name], BWD_CHUNK_MIN_BLOCKS=1,
+                               BWD_CHUNK_SPLIT_MMA_DEPTH=depth)
     assert [launches[-1].named_args()["HEADS_PER_MMA"] for launches in planned] == [depth // 16]
 
 
