@@ -22,7 +22,9 @@ from .dtypes import (DType, bfloat16,  # noqa: F401  (re-exported as ct.<dtype>)
                      int32, int64, tfloat32, uint8, uint16, uint32, uint64)
 from .errors import (TileStaticAssertionError, TileSyntaxError, TileTypeError,  # noqa: F401
                      TileUnsupportedFeatureError, TileValueError)
-from .memory import Array, gather, load, num_tiles, scatter, store  # noqa: F401
+from .memory import (Array, atomic_add, atomic_and, atomic_cas, atomic_max,  # noqa: F401
+                     atomic_min, atomic_or, atomic_xchg, atomic_xor, gather, load, num_tiles,
+                     scatter, store)
 from .tile import Tile, as_tile as _as_tile  # noqa: F401
 
 bid = _grid.bid
@@ -149,7 +151,16 @@ def function(func=None, /, *, host=False, tile=True):
     return func
 
 
-def launch(stream, grid, kernel, args):
+def grid_dependency_control_wait():
+    """ct.grid_dependency_control_wait: a no-op here, where kernels run one after the other and a
+    kernel's blocks one at a time, so the kernel before has always finished."""
+
+
+def grid_dependency_control_launch_dependents():
+    """ct.grid_dependency_control_launch_dependents: a no-op here (see the wait above)."""
+
+
+def launch(stream, grid, kernel, args, /, *, programmatic_dependent_launch=False):
     raise RuntimeError("ct.launch needs the cuda-tile package and an NVIDIA GPU, and "
                        "cuda-tile could not be imported here. Run the kernel on the CPU with "
                        "mamba2_tile.interpreter.launch(grid, kernel, args).")

@@ -250,3 +250,50 @@ def scatter(array, indices, value, /, *, mask=None, check_bounds=True, latency=N
     values = np.broadcast_to(value.data, valid.shape)
     array.stored = True
     array.data[tuple(idx[valid] for idx in arrays)] = round_to(values[valid], array.dtype)
+
+
+def _atomic(op, array, indices, update, combine, expected=None):
+    """The atomics: each element read, combined with its update and written back, one element
+    at a time in index order (so repeated indices see each other's updates, as on the GPU in
+    some order); returns the values read. Blocks run one at a time here, so every memory order
+    holds. Out-of-bounds elements are left alone and read as 0."""
+    _require_array(array, op)
+    arrays, valid = _element_indices(array, indices, op)
+    update = np.broadcast_to(_cast_for_store(update, array, op).data, valid.shape).reshape(-1)
+    if expected is not None:
+        expected = np.broadcast_to(_cast_for_store(expected, array, op).data,
+                                   valid.shape).reshape(-1)
+    targets = [np.broadcast_to(idx, valid.shape).reshape(-1) for idx in arrays]
+    old = np.zeros(valid.size, array.data.dtype)
+    array.stored = True
+    for i in np.flatnonzero(valid):
+        target = tuple(int(idx[i]) for idx in targets)
+        old[i] = array.data[target]
+        if expected is None or old[i] == expected[i]:
+            array.data[target] = round_to(np.asarray(combine(old[i], update[i])), array.dtype)
+    return Tile(old.reshape(valid.shape), array.dtype)
+
+
+def _atomic_op(name, combine):
+    def atomic(array, indices, update, /, *, check_bounds=True, memory_order=None,
+               memory_scope=None):
+        return _atomic(name, array, indices, update, combine)
+    atomic.__name__ = name
+    atomic.__doc__ = f"ct.{name}: element-wise, returning the old values (see _atomic)."
+    return atomic
+
+
+atomic_add = _atomic_op("atomic_add", operator.add)
+atomic_max = _atomic_op("atomic_max", max)
+atomic_min = _atomic_op("atomic_min", min)
+atomic_and = _atomic_op("atomic_and", operator.and_)
+atomic_or = _atomic_op("atomic_or", operator.or_)
+atomic_xor = _atomic_op("atomic_xor", operator.xor)
+atomic_xchg = _atomic_op("atomic_xchg", lambda old, new: new)
+
+
+def atomic_cas(array, indices, expected, desired, /, *, check_bounds=True, memory_order=None,
+               memory_scope=None):
+    """ct.atomic_cas: where an element equals ``expected``, write ``desired``; returns the old
+    values (see _atomic)."""
+    return _atomic("atomic_cas", array, indices, desired, lambda old, new: new, expected)

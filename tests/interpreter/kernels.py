@@ -268,4 +268,29 @@ def bad_helper(x):
 @ct.kernel
 def unsupported_op(x):
     t = ct.load(x, index=(0,), shape=(4,))
-    ct.atomic_add(x, (ct.arange(4, dtype=ct.int32),), t)  # ERROR-LINE
+    ct.store(x, index=(0,), tile=ct.scan(t, 0, lambda a, b: a + b))  # ERROR-LINE
+
+
+@ct.kernel
+def ticket_and_histogram(counter, tickets, histogram, values, N: ct.Constant[int]):
+    """Each block takes a ticket (the counter's old value) and counts its values."""
+    ticket = ct.atomic_add(counter, 0, 1)
+    ct.store(tickets, (ct.bid(0),), ct.reshape(ticket, (1,)))
+    ct.atomic_add(histogram, ct.load(values, (ct.bid(0),), (N,)), 1)
+
+
+@ct.kernel
+def exchange_and_compare(flags, seen):
+    """Block b swaps b into flags[0] (reading the previous block's), and sets flags[1] to 7 only
+    if it still holds 0."""
+    previous = ct.atomic_xchg(flags, 0, ct.bid(0), memory_order=ct.MemoryOrder.RELEASE)
+    ct.store(seen, (ct.bid(0),), ct.reshape(previous, (1,)))
+    ct.atomic_cas(flags, 1, 0, 7 + ct.bid(0))
+
+
+@ct.kernel
+def dependent_copy(x, y, N: ct.Constant[int]):
+    """A kernel written for programmatic dependent launch: wait, let the next one start, copy."""
+    ct.grid_dependency_control_wait()
+    ct.grid_dependency_control_launch_dependents()
+    ct.store(y, (ct.bid(0),), ct.load(x, (ct.bid(0),), (N,)))

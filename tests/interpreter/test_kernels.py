@@ -107,7 +107,7 @@ def _error_line(function):
     (kernels.bad_helper, kernels.helper_with_bad_reshape, (np.zeros(4, np.float32),),
      TileTypeError, "reshape"),
     (kernels.unsupported_op, kernels.unsupported_op, (np.zeros(4, np.float32),),
-     NotImplementedError, "ct.atomic_add is not supported"),
+     NotImplementedError, "ct.scan is not supported"),
 ])
 def test_errors_name_the_kernel_line(kernel, where, args, error, match):
     with pytest.raises(error, match=match) as info:

@@ -1,4 +1,4 @@
-"""Loads, stores, gather and scatter through launched kernels, on NumPy and torch."""
+"""Loads, stores, gather, scatter and atomics through launched kernels, on NumPy and torch."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -122,3 +122,30 @@ def test_unchecked_bounds_refuse_a_tile_that_sticks_out():
     with pytest.raises(TileValueError, match="check_bounds=False.*sticks out"):
         store(target, (1, 0), ct.full((2, 8), 1.0, ct.float32), check_bounds=False)
     assert not target.data.any()
+
+
+def test_atomics_return_the_old_values_and_see_every_update():
+    counter = np.zeros(1, np.int32)
+    tickets = np.full(5, -1, np.int32)
+    histogram = np.zeros(4, np.int32)
+    values = np.array([0, 1, 1, 3] * 5, np.int32)    # block b counts values[4b:4b+4]
+    launch((5,), kernels.ticket_and_histogram, (counter, tickets, histogram, values, 4))
+    assert counter.tolist() == [5]
+    assert tickets.tolist() == [0, 1, 2, 3, 4]           # blocks run in order here
+    assert histogram.tolist() == [5, 10, 0, 5]           # the repeated 1 counted twice a block
+
+
+def test_exchange_and_compare_and_swap():
+    flags = np.zeros(2, np.int32)
+    seen = np.full(3, -1, np.int32)
+    launch((3,), kernels.exchange_and_compare, (flags, seen))
+    assert seen.tolist() == [0, 0, 1]
+    assert flags.tolist() == [2, 7]                      # only block 0 found the 0
+
+
+def test_grid_dependency_control_is_a_no_op_here():
+    # Kernels run one after the other on the interpreter, so the one before has always finished.
+    x = np.arange(8, dtype=np.float32)
+    y = np.zeros(8, np.float32)
+    launch((2,), kernels.dependent_copy, (x, y, 4))
+    np.testing.assert_array_equal(y, x)

@@ -233,8 +233,8 @@ def test_static_helpers():
 
 
 def test_unsupported_names_raise_not_implemented():
-    with pytest.raises(NotImplementedError, match=r"ct.atomic_add is not supported"):
-        ct.atomic_add(None, None, None)
+    with pytest.raises(NotImplementedError, match=r"ct.mma_scaled is not supported"):
+        ct.mma_scaled(None, None, None, None, None)
     with pytest.raises(NotImplementedError, match="ct.reduce"):
         ct.reduce(None, 0, None, 0)
-    assert "load" in SUPPORTED_OPS and "atomic_add" not in SUPPORTED_OPS
+    assert "load" in SUPPORTED_OPS and "mma_scaled" not in SUPPORTED_OPS
