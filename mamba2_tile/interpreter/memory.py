@@ -258,12 +258,13 @@ def _atomic(op, array, indices, update, combine, expected=None):
     some order); returns the values read. Blocks run one at a time here, so every memory order
     holds. Out-of-bounds elements are left alone and read as 0."""
     _require_array(array, op)
-    arrays, valid = _element_indices(array, indices, op)
-    update = np.broadcast_to(_cast_for_store(update, array, op).data, valid.shape).reshape(-1)
-    if expected is not None:
-        expected = np.broadcast_to(_cast_for_store(expected, array, op).data,
-                                   valid.shape).reshape(-1)
-    targets = [np.broadcast_to(idx, valid.shape).reshape(-1) for idx in arrays]
+    arrays, valid = _element_indices(array, indices, op)     # indices broadcast to valid.shape
+
+    def per_element(value):
+        return np.broadcast_to(_cast_for_store(value, array, op).data, valid.shape).reshape(-1)
+    update = per_element(update)
+    expected = None if expected is None else per_element(expected)
+    targets = [idx.reshape(-1) for idx in arrays]
     old = np.zeros(valid.size, array.data.dtype)
     array.stored = True
     for i in np.flatnonzero(valid):
@@ -289,11 +290,15 @@ atomic_min = _atomic_op("atomic_min", min)
 atomic_and = _atomic_op("atomic_and", operator.and_)
 atomic_or = _atomic_op("atomic_or", operator.or_)
 atomic_xor = _atomic_op("atomic_xor", operator.xor)
-atomic_xchg = _atomic_op("atomic_xchg", lambda old, new: new)
+def _replace(old, new):
+    return new
+
+
+atomic_xchg = _atomic_op("atomic_xchg", _replace)
 
 
 def atomic_cas(array, indices, expected, desired, /, *, check_bounds=True, memory_order=None,
                memory_scope=None):
     """ct.atomic_cas: where an element equals ``expected``, write ``desired``; returns the old
     values (see _atomic)."""
-    return _atomic("atomic_cas", array, indices, desired, lambda old, new: new, expected)
+    return _atomic("atomic_cas", array, indices, desired, _replace, expected)
