@@ -31,12 +31,15 @@ and runs the backward kernels:
    plus the ``B · dB`` terms through ``dh_{c+1}``: from the forward's ``h_{c+1}`` it cancels
    against those terms only to the input dtype's precision).
 
-Step 2, step 5 and the last sums of ``dB``, ``dC`` and ``dD`` are elementwise work and sums in
-PyTorch (on the tensors' device); the work that grows with ``chunk_size x dstate`` runs in the
-cuTile kernels.
+Step 5 is one kernel, :mod:`mamba2_tile.kernels.bwd_chunk_cumsum` (stage 1's backward), where
+it was ten elementwise PyTorch operations on ``(b, h, c, s)`` tensors; step 2 and the last sums
+of ``dB``, ``dC``, ``dD`` and ``dA`` are elementwise work and sums in PyTorch (on the tensors'
+device).
 
 Packed sequences (``seq_idx``): steps 1, 3 and 4 run the kernels with the forward's masks (no
-state gradient crosses a boundary, no in-chunk pair across one), and step 5 holds unchanged.
+state gradient crosses a boundary, no in-chunk pair across one), and step 5 holds unchanged;
+it runs in PyTorch there (:func:`_packed_dt_gradients`), its running sum cut at each sequence's
+end.
 Every term of ``y_ssd`` and of the state leaving a chunk is a masked ``m exp(·)`` of
 ``dA_cumsum`` differences, so ``C_k · dC_k``, ``B_k · dB_k`` and ``<dh_{c+1}, h_{c+1}>``,
 computed from the masked quantities, are still its gradient; the running sum over the chunk
@@ -55,6 +58,7 @@ import torch
 import torch.nn.functional as F
 
 from mamba2_tile.kernels.bwd_chunk import bwd_chunk
+from mamba2_tile.kernels.bwd_chunk_cumsum import bwd_chunk_cumsum
 from mamba2_tile.kernels.bwd_state_pass import BWD_STATE_PASS_OCCUPANCY, bwd_state_pass
 from mamba2_tile.kernels.chunk_cumsum import DA_STEP_MIN, SOFTPLUS_THRESHOLD, chunk_cumsum
 from mamba2_tile.kernels.compute_out import compute_out_launch
@@ -176,6 +180,44 @@ def _packed_step_gradient(to_end, whole_chunk, seq_idx, chunk_size):
     return d_step + torch.where(in_last, whole_chunk[..., None], 0.0)
 
 
+def _packed_dt_gradients(dt, A, dt_bias, dt_chunks, ddt_chunks, ddA_terms, seq_idx, varlen, *,
+                         dt_softplus, dt_limit):
+    """Step 5 with packed sequences, in PyTorch: :func:`bwd_chunk_cumsum`'s sums with the
+    running sum cut at each sequence's end (:func:`_packed_step_gradient`, with ``seq_idx``)
+    and, with ``varlen``, each sequence's last state's ``<G_k, V_k>``; returns ``(ddt, dA)``,
+    float32."""
+    batch, seqlen, nheads = dt.shape
+    C_dC, B_dB, dA_last_terms = ddA_terms.unbind(3)                        # (b, h, c, s) each
+    whole_chunk = dA_last_terms.sum(-1)                                    # <dh_{c+1}, h_{c+1}>
+    d_dA_cumsum = C_dC - B_dB
+    if varlen is not None:
+        # <G_k, V_k> at each sequence's last token (batch 1).
+        heads = torch.arange(nheads, device=dt.device)[None]
+        d_dA_cumsum[0].index_put_((heads, varlen["chunk"][:, None], varlen["position"][:, None]),
+                                  varlen["dA_last"], accumulate=True)
+    to_end = d_dA_cumsum.flip(-1).cumsum(-1).flip(-1)
+    if seq_idx is None:
+        d_step = to_end + whole_chunk[..., None]
+    else:
+        d_step = _packed_step_gradient(to_end, whole_chunk, seq_idx, ddt_chunks.shape[-1])
+    A32 = A.float()[None, :, None, None]
+    # chunk_cumsum floors each step dt * A at DA_STEP_MIN: no gradient where floored.
+    d_step = torch.where(dt_chunks * A32 < DA_STEP_MIN, 0.0, d_step)
+    dA = (d_step * dt_chunks).sum((0, 2, 3))
+    ddt = _from_chunks(ddt_chunks + d_step * A32, seqlen)
+
+    # dt's chain: clamp (no gradient where clamped), softplus (only at or below the
+    # threshold), bias.
+    dt_raw = dt.float() if dt_bias is None else dt.float() + dt_bias.float()
+    if dt_softplus:
+        below = dt_raw <= SOFTPLUS_THRESHOLD
+        dt_soft = torch.where(below, F.softplus(dt_raw), dt_raw)
+        ddt = ddt * torch.where(below, torch.sigmoid(dt_raw), 1.0)
+    else:
+        dt_soft = dt_raw
+    return torch.where((dt_soft < dt_limit[0]) | (dt_soft > dt_limit[1]), 0.0, ddt), dA
+
+
 def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, dt_softplus,
                  dt_limit, dy, dfinal_states, needs=(True,) * 9, seq_idx=None, cu_seqlens=None,
                  dvarlen_states=None, chunk_states=None):
@@ -246,35 +288,13 @@ def ssd_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, *, chunk_size, d
             dD = dD.sum(-1)
 
     # dA_cumsum's gradient (module doc, step 5), then each step's: a reverse running sum.
-    C_dC, B_dB, dA_last_terms = ddA_terms.unbind(3)                        # (b, h, c, s) each
-    whole_chunk = dA_last_terms.sum(-1)                                    # <dh_{c+1}, h_{c+1}>
-    d_dA_cumsum = C_dC - B_dB
-    if varlen is not None:
-        # <G_k, V_k> at each sequence's last token (batch 1).
-        heads = torch.arange(nheads, device=x.device)[None]
-        d_dA_cumsum[0].index_put_((heads, varlen["chunk"][:, None], varlen["position"][:, None]),
-                                  varlen["dA_last"], accumulate=True)
-    to_end = d_dA_cumsum.flip(-1).cumsum(-1).flip(-1)
-    if seq_idx is None:
-        d_step = to_end + whole_chunk[..., None]
+    if seq_idx is None and varlen is None:
+        ddt, dA = bwd_chunk_cumsum(dt, A, ddA_terms, ddt_chunks, dt_bias=dt_bias,
+                                   dt_softplus=dt_softplus, dt_limit=tuple(dt_limit))
     else:
-        d_step = _packed_step_gradient(to_end, whole_chunk, seq_idx, chunk_size)
-    A32 = A.float()[None, :, None, None]
-    # chunk_cumsum floors each step dt * A at DA_STEP_MIN: no gradient where floored.
-    d_step = torch.where(dt_chunks * A32 < DA_STEP_MIN, 0.0, d_step)
-    dA = (d_step * dt_chunks).sum((0, 2, 3))
-    ddt = _from_chunks(ddt_chunks + d_step * A32, seqlen)
-
-    # dt's chain: clamp (no gradient where clamped), softplus (only at or below the
-    # threshold), bias.
-    dt_raw = dt.float() if dt_bias is None else dt.float() + dt_bias.float()
-    if dt_softplus:
-        below = dt_raw <= SOFTPLUS_THRESHOLD
-        dt_soft = torch.where(below, F.softplus(dt_raw), dt_raw)
-        ddt = ddt * torch.where(below, torch.sigmoid(dt_raw), 1.0)
-    else:
-        dt_soft = dt_raw
-    ddt = torch.where((dt_soft < dt_limit[0]) | (dt_soft > dt_limit[1]), 0.0, ddt)
+        ddt, dA = _packed_dt_gradients(dt, A, dt_bias, dt_chunks, ddt_chunks, ddA_terms,
+                                       seq_idx, varlen, dt_softplus=dt_softplus,
+                                       dt_limit=dt_limit)
     ddt_bias = None if dt_bias is None else ddt.sum((0, 1))
 
     grads = (dx, ddt, dA, dB, dC, dD, dz, ddt_bias, dinitial_states)

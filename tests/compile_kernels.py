@@ -19,6 +19,7 @@ from mamba2_tile.kernels import (DEFAULT_OPTIONS, ForwardOptions, FusedStateOutO
                                  segment_pass_launch, segment_states_launch,
                                  selective_state_update_launch)
 from mamba2_tile.kernels.bwd_chunk import bwd_chunk_launch
+from mamba2_tile.kernels.bwd_chunk_cumsum import bwd_chunk_cumsum_launch
 from mamba2_tile.kernels.bwd_state_pass import bwd_state_pass_launch
 from mamba2_tile.kernels.fused_state_out import fused_block_m, scores_given
 from mamba2_tile.kernels.varlen_states import varlen_states_launch
@@ -350,6 +351,25 @@ def _backward_examples():
                 yield f"{name}[{tag}]", launch.kernel, launch.args
     yield from _varlen_one_block_a_chunk_example()
     yield from _training_forward_examples()
+    yield from _bwd_chunk_cumsum_examples()
+
+
+def _bwd_chunk_cumsum_examples():
+    """The backward of stage 1 at the three chunk sizes: 20 heads (a partial block of heads)
+    and a partial last chunk; dt in bfloat16 with every step of its preparation (bias,
+    softplus, a clamp), and in float32 with none."""
+    for dtype, chunk_size, full in [(torch.bfloat16, 64, True), (torch.float32, 128, False),
+                                    (torch.bfloat16, 256, True)]:
+        batch, nheads, nchunks = 2, 20, 2
+        dt = torch.zeros(batch, (nchunks - 1) * chunk_size + 3, nheads, dtype=dtype)
+        A = torch.zeros(nheads)
+        ddA_terms = torch.zeros(batch, nheads, nchunks, 3, chunk_size)
+        ddt_direct = torch.zeros(batch, nheads, nchunks, chunk_size)
+        options = dict(dt_bias=torch.zeros(nheads), dt_softplus=True,
+                       dt_limit=(1e-3, 0.1)) if full else {}
+        launch, _ = bwd_chunk_cumsum_launch(dt, A, ddA_terms, ddt_direct, **options)
+        tag = f"{str(dtype).removeprefix('torch.')}-chunk{chunk_size}{'' if full else '-bare'}"
+        yield f"bwd_chunk_cumsum[{tag}]", launch.kernel, launch.args
 
 
 def _varlen_one_block_a_chunk_example():

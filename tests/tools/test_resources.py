@@ -36,7 +36,8 @@ def test_a_training_step_launches_the_backward_kernels_after_the_forward(chunk_s
                                            backward=True)]
     assert names == ["chunk_cumsum", "chunk_scores", "fused_state_out",        # forward
                      "chunk_cumsum", *recomputed,
-                     "bwd_state_pass", "bwd_chunk_dx", "bwd_chunk_dscores", "bwd_chunk_dB_dC"]
+                     "bwd_state_pass", "bwd_chunk_dx", "bwd_chunk_dscores", "bwd_chunk_dB_dC",
+                     "bwd_chunk_cumsum"]
 
 
 @needs_compiler
