@@ -29,7 +29,7 @@ Packed sequences cut the running sum at each sequence's end; that stays in PyTor
 import torch
 
 from mamba2_tile.kernels.chunk_cumsum import (DA_STEP_MIN, SOFTPLUS_THRESHOLD,
-                                              chunk_cumsum_block_h)
+                                              chunk_cumsum_block_h, softplus_and_clamp)
 from mamba2_tile.kernels.launching import KernelLaunch, cdiv, placeholder
 from mamba2_tile.tile import ct
 
@@ -58,13 +58,7 @@ def bwd_chunk_cumsum_kernel(
     if HAS_DT_BIAS:
         bias = ct.load(dt_bias, (hb,), (BLOCK_H,), padding_mode=zero).astype(ct.float32)
         dt_raw = dt_raw + ct.reshape(bias, (BLOCK_H, 1))
-    dt_soft = dt_raw
-    if DT_SOFTPLUS:
-        below = dt_raw <= SOFTPLUS_THRESHOLD
-        dt_soft = ct.where(below, ct.log(1.0 + ct.exp(dt_raw)), dt_raw)
-        softplus_slope = ct.where(below, 1.0 / (1.0 + ct.exp(-dt_raw)), 1.0)
-    dt_used = ct.minimum(ct.maximum(dt_soft, DT_MIN, propagate_nan=True), DT_MAX,
-                         propagate_nan=True)
+    dt_soft, dt_used = softplus_and_clamp(dt_raw, DT_SOFTPLUS, DT_MIN, DT_MAX)
     pos = ct.reshape(c * CHUNK_SIZE + ct.arange(CHUNK_SIZE, dtype=ct.int32), (1, CHUNK_SIZE))
     dt_used = ct.where(pos < dt.shape[1], dt_used, 0.0)
     A_h = ct.reshape(ct.load(A, (hb,), (BLOCK_H,), padding_mode=zero).astype(ct.float32),
@@ -82,8 +76,8 @@ def bwd_chunk_cumsum_kernel(
 
     direct = ct.load(ddt_direct, (b, hb, c, 0), (1, BLOCK_H, 1, CHUNK_SIZE), padding_mode=zero)
     ddt_h = ct.reshape(direct, (BLOCK_H, CHUNK_SIZE)) + d_step * A_h
-    if DT_SOFTPLUS:
-        ddt_h = ddt_h * softplus_slope
+    if DT_SOFTPLUS:     # the softplus's slope, sigmoid(dt + dt_bias), at or below the threshold
+        ddt_h = ddt_h * ct.where(dt_raw <= SOFTPLUS_THRESHOLD, 1.0 / (1.0 + ct.exp(-dt_raw)), 1.0)
     ddt_h = ct.where((dt_soft < DT_MIN) | (dt_soft > DT_MAX), 0.0, ddt_h)
     # Positions past seqlen lie outside ddt: the store leaves them out.
     ct.store(ddt, (b, c, hb), ct.reshape(ct.transpose(ddt_h), (1, CHUNK_SIZE, BLOCK_H)))

@@ -53,11 +53,7 @@ def chunk_cumsum_kernel(
     if HAS_DT_BIAS:
         bias = ct.load(dt_bias, (hb,), (BLOCK_H,), padding_mode=zero).astype(ct.float32)
         dt_c = dt_c + ct.reshape(bias, (1, BLOCK_H))
-    if DT_SOFTPLUS:
-        dt_c = ct.where(dt_c <= SOFTPLUS_THRESHOLD, ct.log(1.0 + ct.exp(dt_c)), dt_c)
-    # A NaN dt (or dt_bias) must come out as NaN, as in the recurrence: the clamp's default
-    # ignores NaN operands and would turn it into DT_MIN, silently skipping the token.
-    dt_c = ct.minimum(ct.maximum(dt_c, DT_MIN, propagate_nan=True), DT_MAX, propagate_nan=True)
+    dt_c = softplus_and_clamp(dt_c, DT_SOFTPLUS, DT_MIN, DT_MAX)[1]
     # Bias, softplus and the clamp can make padded positions nonzero: zero them again so that
     # they add nothing to the state or the output downstream.
     pos = c * CHUNK_SIZE + ct.arange(CHUNK_SIZE, dtype=ct.int32)
@@ -76,6 +72,22 @@ def chunk_cumsum_kernel(
     out_shape = (1, BLOCK_H, 1, CHUNK_SIZE)
     ct.store(dA_cumsum, (b, hb, c, 0), ct.reshape(ct.transpose(dA_c), out_shape))
     ct.store(dt_out, (b, hb, c, 0), ct.reshape(ct.transpose(dt_c), out_shape))
+
+
+@ct.function
+def softplus_and_clamp(dt_c, DT_SOFTPLUS, DT_MIN, DT_MAX):
+    """``(dt_soft, dt_used)``, float32 tiles of ``dt_c``'s shape: ``dt_c`` (``dt`` with its bias)
+    after the softplus where ``DT_SOFTPLUS`` asks for it, then clamped to ``dt_limit``. The
+    backward (:mod:`mamba2_tile.kernels.bwd_chunk_cumsum`) needs ``dt_soft`` too: no gradient
+    passes where the clamp held."""
+    dt_soft = dt_c
+    if DT_SOFTPLUS:
+        dt_soft = ct.where(dt_c <= SOFTPLUS_THRESHOLD, ct.log(1.0 + ct.exp(dt_c)), dt_c)
+    # A NaN dt (or dt_bias) must come out as NaN, as in the recurrence: the clamp's default
+    # ignores NaN operands and would turn it into DT_MIN, silently skipping the token.
+    dt_used = ct.minimum(ct.maximum(dt_soft, DT_MIN, propagate_nan=True), DT_MAX,
+                         propagate_nan=True)
+    return dt_soft, dt_used
 
 
 def chunk_cumsum_block_h(nheads, options=ChunkCumsumOptions()):

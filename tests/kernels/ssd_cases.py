@@ -7,6 +7,7 @@ applied around it.
 """
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -112,6 +113,38 @@ def stage_shapes(draw):
         dstate=draw(st.sampled_from([4, 8, 12, 64])),
         chunk_size=draw(st.sampled_from([64, 128, 256])),
         dtype=draw(st.sampled_from(DTYPES)),
+    )
+
+
+DT_LIMITS = [(0.0, float("inf")), (0.05, 0.5), (0.0, 0.1)]
+
+
+class Stage1Problem(NamedTuple):
+    batch: int
+    seqlen: int
+    nheads: int
+    chunk_size: int
+    dtype: torch.dtype
+    has_bias: bool
+    dt_softplus: bool
+    dt_limit: tuple
+    seed: int                                   # for the values of dt, A, dt_bias, gradients
+
+
+@st.composite
+def stage_1_problems(draw):
+    """Hypothesis strategy for the stage-1 kernels' tests (``chunk_cumsum`` and its backward):
+    a :class:`Stage1Problem`."""
+    return Stage1Problem(
+        batch=draw(st.integers(1, 2)),
+        seqlen=draw(st.integers(1, 300)),
+        nheads=draw(st.integers(1, 20)),           # > 16 heads: more than one block of heads
+        chunk_size=draw(st.sampled_from([64, 128, 256])),
+        dtype=draw(st.sampled_from(DTYPES)),
+        has_bias=draw(st.booleans()),
+        dt_softplus=draw(st.booleans()),
+        dt_limit=draw(st.sampled_from(DT_LIMITS)),
+        seed=draw(st.integers(0, 2**16)),
     )
 
 

@@ -3,13 +3,12 @@ reference_backward.chunk_cumsum_backward and dt_transform (float64)."""
 
 import numpy as np
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
 
 from mamba2_tile import reference, reference_backward
 from mamba2_tile.kernels.bwd_chunk_cumsum import bwd_chunk_cumsum
 from mamba2_tile.tolerances import CUMSUM_TOLERANCE, assert_close, to_numpy
-
-DT_LIMITS = [(0.0, float("inf")), (0.05, 0.5), (0.0, 0.1)]
+from ssd_cases import stage_1_problems
 
 
 def expected_gradients(dt, A, ddA_terms, ddt_direct, dt_bias, dt_softplus, dt_limit):
@@ -65,19 +64,9 @@ def random_inputs(rng, batch, seqlen, nheads, chunk_size, dtype):
 
 
 @settings(max_examples=30, deadline=None)
-@given(
-    batch=st.integers(1, 2),
-    seqlen=st.integers(1, 300),
-    nheads=st.integers(1, 20),               # > 16 heads: more than one block of heads
-    chunk_size=st.sampled_from([64, 128, 256]),
-    dtype=st.sampled_from([torch.float32, torch.float16, torch.bfloat16]),
-    has_bias=st.booleans(),
-    dt_softplus=st.booleans(),
-    dt_limit=st.sampled_from(DT_LIMITS),
-    seed=st.integers(0, 2**16),
-)
-def test_matches_reference(batch, seqlen, nheads, chunk_size, dtype, has_bias, dt_softplus,
-                           dt_limit, seed):
+@given(problem=stage_1_problems())
+def test_matches_reference(problem):
+    batch, seqlen, nheads, chunk_size, dtype, has_bias, dt_softplus, dt_limit, seed = problem
     rng = np.random.default_rng(seed)
     dt, A, ddA_terms, ddt_direct = random_inputs(rng, batch, seqlen, nheads, chunk_size, dtype)
     dt_bias = torch.tensor(rng.uniform(-1, 1, nheads), dtype=dtype) if has_bias else None

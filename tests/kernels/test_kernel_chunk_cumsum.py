@@ -2,13 +2,12 @@
 
 import numpy as np
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
 
 from mamba2_tile import reference
 from mamba2_tile.kernels import chunk_cumsum, chunk_cumsum_launch
 from mamba2_tile.tolerances import CUMSUM_TOLERANCE, assert_close, to_numpy
-
-DT_LIMITS = [(0.0, float("inf")), (0.05, 0.5), (0.0, 0.1)]
+from ssd_cases import stage_1_problems
 
 
 def check(dt, A, chunk_size, dt_bias=None, dt_softplus=False, dt_limit=(0.0, float("inf"))):
@@ -26,19 +25,9 @@ def check(dt, A, chunk_size, dt_bias=None, dt_softplus=False, dt_limit=(0.0, flo
 
 
 @settings(max_examples=40, deadline=None)
-@given(
-    batch=st.integers(1, 2),
-    seqlen=st.integers(1, 300),
-    nheads=st.integers(1, 20),               # > 16 heads: more than one block of heads
-    chunk_size=st.sampled_from([64, 128, 256]),
-    dtype=st.sampled_from([torch.float32, torch.float16, torch.bfloat16]),
-    has_bias=st.booleans(),
-    dt_softplus=st.booleans(),
-    dt_limit=st.sampled_from(DT_LIMITS),
-    seed=st.integers(0, 2**16),
-)
-def test_matches_reference(batch, seqlen, nheads, chunk_size, dtype, has_bias, dt_softplus,
-                           dt_limit, seed):
+@given(problem=stage_1_problems())
+def test_matches_reference(problem):
+    batch, seqlen, nheads, chunk_size, dtype, has_bias, dt_softplus, dt_limit, seed = problem
     rng = np.random.default_rng(seed)
     dt = torch.tensor(rng.standard_normal((batch, seqlen, nheads)), dtype=dtype)
     A = torch.tensor(-rng.uniform(0.1, 4.0, nheads), dtype=torch.float32)
