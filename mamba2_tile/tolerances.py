@@ -13,6 +13,9 @@ A result ``out`` passes against ``ref`` when, elementwise,
 
 i.e. a relative error of ``tol``, with outputs far below the typical magnitude judged against
 the typical magnitude (cancellation in a sum of many terms makes tiny outputs relatively noisy).
+Where a test knows what each output sums (``magnitude``: the sum of its terms' magnitudes), that
+replaces the typical magnitude: an output that cancels to almost nothing is judged against the
+terms its rounding came from.
 
 Why these numbers (unit roundoff u: float32 6e-8, float16 4.9e-4, bfloat16 3.9e-3):
 
@@ -69,20 +72,25 @@ def to_numpy(value):
     return np.asarray(value, dtype=np.float64)
 
 
-def relative_errors(actual, expected):
-    """Elementwise ``|actual - expected| / (|expected| + rms(expected))``, in float64."""
+def relative_errors(actual, expected, magnitude=None):
+    """Elementwise ``|actual - expected| / (|expected| + rms(expected))``, in float64; with
+    ``magnitude`` (elementwise, e.g. the sum of the magnitudes of what each output adds up, which
+    float32 rounding scales with) in place of ``rms(expected)``."""
     actual, expected = to_numpy(actual), to_numpy(expected)
     assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape}"
-    scale = np.sqrt(np.mean(expected ** 2)) if expected.size else 0.0
+    if magnitude is not None:
+        scale = to_numpy(magnitude)
+    else:
+        scale = np.sqrt(np.mean(expected ** 2)) if expected.size else 0.0
     return np.abs(actual - expected) / (np.abs(expected) + scale + 1e-30)
 
 
-def assert_close(actual, expected, tol, what):
+def assert_close(actual, expected, tol, what, magnitude=None):
     """Assert the bound above; on failure say where and by how much."""
     actual, expected = to_numpy(actual), to_numpy(expected)
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
     assert np.all(np.isfinite(actual)), f"{what}: non-finite values in the kernel output"
-    errors = relative_errors(actual, expected)
+    errors = relative_errors(actual, expected, magnitude)
     if not errors.size:
         return
     worst = np.unravel_index(np.argmax(errors), errors.shape)

@@ -275,6 +275,11 @@ def _atomic(op, array, indices, update, combine, expected=None):
     return Tile(old.reshape(valid.shape), array.dtype)
 
 
+def _replace(old, new):
+    """The combine of exchange and compare-and-swap: the new value."""
+    return new
+
+
 def _atomic_op(name, combine):
     def atomic(array, indices, update, /, *, check_bounds=True, memory_order=None,
                memory_scope=None):
@@ -290,10 +295,6 @@ atomic_min = _atomic_op("atomic_min", min)
 atomic_and = _atomic_op("atomic_and", operator.and_)
 atomic_or = _atomic_op("atomic_or", operator.or_)
 atomic_xor = _atomic_op("atomic_xor", operator.xor)
-def _replace(old, new):
-    return new
-
-
 atomic_xchg = _atomic_op("atomic_xchg", _replace)
 
 

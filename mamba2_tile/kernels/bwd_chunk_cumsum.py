@@ -29,7 +29,7 @@ Packed sequences cut the running sum at each sequence's end; that stays in PyTor
 import torch
 
 from mamba2_tile.kernels.chunk_cumsum import (DA_STEP_MIN, SOFTPLUS_THRESHOLD,
-                                              chunk_cumsum_block_h, softplus_and_clamp)
+                                              chunk_cumsum_block_h, prepared_dt)
 from mamba2_tile.kernels.launching import KernelLaunch, cdiv, placeholder
 from mamba2_tile.tile import ct
 
@@ -52,13 +52,13 @@ def bwd_chunk_cumsum_kernel(
     hb = ct.bid(2)
     zero = ct.PaddingMode.ZERO
 
-    # dt prepared as stage 1 prepares it, kept at each step: the softplus's input and output.
-    dt_c = ct.load(dt, (b, c, hb), (1, CHUNK_SIZE, BLOCK_H), padding_mode=zero)
-    dt_raw = ct.transpose(ct.reshape(dt_c, (CHUNK_SIZE, BLOCK_H)).astype(ct.float32))
-    if HAS_DT_BIAS:
-        bias = ct.load(dt_bias, (hb,), (BLOCK_H,), padding_mode=zero).astype(ct.float32)
-        dt_raw = dt_raw + ct.reshape(bias, (BLOCK_H, 1))
-    dt_soft, dt_used = softplus_and_clamp(dt_raw, DT_SOFTPLUS, DT_MIN, DT_MAX)
+    # dt prepared as stage 1 prepares it, kept at each step (the softplus's input and output
+    # too), turned to (BLOCK_H, CHUNK_SIZE): the chunk layout's rows.
+    dt_raw, dt_soft, dt_used = prepared_dt(dt, dt_bias, b, c, hb, CHUNK_SIZE, BLOCK_H,
+                                           HAS_DT_BIAS, DT_SOFTPLUS, DT_MIN, DT_MAX)
+    dt_raw = ct.transpose(dt_raw)
+    dt_soft = ct.transpose(dt_soft)
+    dt_used = ct.transpose(dt_used)
     pos = ct.reshape(c * CHUNK_SIZE + ct.arange(CHUNK_SIZE, dtype=ct.int32), (1, CHUNK_SIZE))
     dt_used = ct.where(pos < dt.shape[1], dt_used, 0.0)
     A_h = ct.reshape(ct.load(A, (hb,), (BLOCK_H,), padding_mode=zero).astype(ct.float32),

@@ -47,13 +47,8 @@ def chunk_cumsum_kernel(
     hb = ct.bid(2)
     zero = ct.PaddingMode.ZERO
 
-    # Positions past seqlen (last chunk) and heads past nheads (last head block) load as 0.
-    dt_c = ct.load(dt, (b, c, hb), (1, CHUNK_SIZE, BLOCK_H), padding_mode=zero)
-    dt_c = ct.reshape(dt_c, (CHUNK_SIZE, BLOCK_H)).astype(ct.float32)
-    if HAS_DT_BIAS:
-        bias = ct.load(dt_bias, (hb,), (BLOCK_H,), padding_mode=zero).astype(ct.float32)
-        dt_c = dt_c + ct.reshape(bias, (1, BLOCK_H))
-    dt_c = softplus_and_clamp(dt_c, DT_SOFTPLUS, DT_MIN, DT_MAX)[1]
+    dt_c = prepared_dt(dt, dt_bias, b, c, hb, CHUNK_SIZE, BLOCK_H, HAS_DT_BIAS, DT_SOFTPLUS,
+                       DT_MIN, DT_MAX)[2]
     # Bias, softplus and the clamp can make padded positions nonzero: zero them again so that
     # they add nothing to the state or the output downstream.
     pos = c * CHUNK_SIZE + ct.arange(CHUNK_SIZE, dtype=ct.int32)
@@ -75,19 +70,28 @@ def chunk_cumsum_kernel(
 
 
 @ct.function
-def softplus_and_clamp(dt_c, DT_SOFTPLUS, DT_MIN, DT_MAX):
-    """``(dt_soft, dt_used)``, float32 tiles of ``dt_c``'s shape: ``dt_c`` (``dt`` with its bias)
-    after the softplus where ``DT_SOFTPLUS`` asks for it, then clamped to ``dt_limit``. The
-    backward (:mod:`mamba2_tile.kernels.bwd_chunk_cumsum`) needs ``dt_soft`` too: no gradient
-    passes where the clamp held."""
-    dt_soft = dt_c
+def prepared_dt(dt, dt_bias, b, c, hb, CHUNK_SIZE, BLOCK_H, HAS_DT_BIAS, DT_SOFTPLUS, DT_MIN,
+                DT_MAX):
+    """Chunk ``c`` of batch ``b`` for the ``hb``-th block of heads, ``dt`` prepared as mamba_ssm
+    does, as three float32 ``(CHUNK_SIZE, BLOCK_H)`` tiles: ``dt + dt_bias``, that after the
+    softplus (where ``DT_SOFTPLUS`` asks for it), and that clamped to ``dt_limit``. Stage 1
+    keeps the last; its backward (:mod:`mamba2_tile.kernels.bwd_chunk_cumsum`) needs all three
+    for the chain rule."""
+    zero = ct.PaddingMode.ZERO
+    # Positions past seqlen (last chunk) and heads past nheads (last head block) load as 0.
+    dt_raw = ct.load(dt, (b, c, hb), (1, CHUNK_SIZE, BLOCK_H), padding_mode=zero)
+    dt_raw = ct.reshape(dt_raw, (CHUNK_SIZE, BLOCK_H)).astype(ct.float32)
+    if HAS_DT_BIAS:
+        bias = ct.load(dt_bias, (hb,), (BLOCK_H,), padding_mode=zero).astype(ct.float32)
+        dt_raw = dt_raw + ct.reshape(bias, (1, BLOCK_H))
+    dt_soft = dt_raw
     if DT_SOFTPLUS:
-        dt_soft = ct.where(dt_c <= SOFTPLUS_THRESHOLD, ct.log(1.0 + ct.exp(dt_c)), dt_c)
+        dt_soft = ct.where(dt_raw <= SOFTPLUS_THRESHOLD, ct.log(1.0 + ct.exp(dt_raw)), dt_raw)
     # A NaN dt (or dt_bias) must come out as NaN, as in the recurrence: the clamp's default
     # ignores NaN operands and would turn it into DT_MIN, silently skipping the token.
     dt_used = ct.minimum(ct.maximum(dt_soft, DT_MIN, propagate_nan=True), DT_MAX,
                          propagate_nan=True)
-    return dt_soft, dt_used
+    return dt_raw, dt_soft, dt_used
 
 
 def chunk_cumsum_block_h(nheads, options=ChunkCumsumOptions()):
